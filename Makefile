@@ -1,0 +1,46 @@
+# hacn-book task runner. The two commands of the README:
+#   make book   build the Jupyter Book into _build/html (renders stored results)
+#   make test   unit tests + every notebook under nbval (smoke profile) + a book build
+# Both set up the project-local virtual environment (.venv) first; that step is
+# skipped when the pinned requirements have not changed.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := .venv
+PY := $(VENV)/bin/python
+# The read-only offline data mirror shipped beside the repository, if any.
+MIRROR := $(abspath ../shared/data)
+ifeq ($(origin HACN_DATA), undefined)
+ifneq ($(wildcard $(MIRROR)),)
+export HACN_DATA := $(CURDIR)/.data
+endif
+endif
+
+.PHONY: book test env data unit notebooks book-build clean
+
+env:
+	@bash tools/setup_env.sh
+
+# A writable data root of per-file symlinks into the mirror (loaders add processed/ there).
+data: env
+	@if [ -d "$(MIRROR)" ] && [ "$${HACN_DATA:-}" = "$(CURDIR)/.data" ]; then \
+	  $(PY) -c "from hacn_core.data import link_mirror; link_mirror('$(MIRROR)', '$(CURDIR)/.data')"; fi
+
+book: env data book-build
+
+book-build:
+	@rm -rf _build/.doctrees _build/html
+	HACN_PROFILE=book HACN_ALLOW_TRAIN=0 HACN_QUIET=1 $(VENV)/bin/jupyter-book build . -W --keep-going
+	@echo "book: $(CURDIR)/_build/html/index.html"
+
+test: env data
+	$(PY) -m pytest tests notebooks --nbval-lax -p no:cacheprovider
+	$(MAKE) --no-print-directory book-build
+
+unit: env data
+	$(PY) -m pytest tests -p no:cacheprovider
+
+notebooks: env data
+	$(PY) -m pytest notebooks --nbval-lax -p no:cacheprovider
+
+clean:
+	rm -rf _build .data .pytest_cache

@@ -1,0 +1,130 @@
+import json
+import os
+
+import pytest
+
+from hacn_core import results as R
+from hacn_core.results import (
+    CorruptResultError,
+    MissingResultError,
+    ResultError,
+    ResultMismatchError,
+    ResultsStore,
+    config_hash,
+    run_or_load,
+)
+
+CONFIG = {"dataset": "Spiral", "width": 16, "lr": 0.01, "seed": 2, "milestones": (3, 5)}
+
+
+def _train(calls):
+    def train(config, context):
+        calls.append(dict(config))
+        return {"metrics": {"test_acc": 0.75, "loss": float("nan")}, "curves": {"train_loss": [1.0, 0.5]}}
+
+    return train
+
+
+def test_hash_is_canonical_and_sensitive():
+    same = {"seed": 2, "milestones": [3, 5], "lr": 0.01, "width": 16, "dataset": "Spiral"}
+    assert config_hash(CONFIG) == config_hash(same)  # key order and tuple/list do not matter
+    assert len(config_hash(CONFIG)) == 16
+    assert config_hash(CONFIG) != config_hash({**CONFIG, "seed": 3})
+    with pytest.raises(TypeError, match="not JSON-serialisable"):
+        config_hash({"f": object()})
+    with pytest.raises(ValueError, match="not finite"):
+        config_hash({"lr": float("inf")})
+
+
+def test_round_trip_with_provenance(tmp_path):
+    store, calls = ResultsStore(tmp_path), []
+    first = run_or_load("exp-a", CONFIG, _train(calls), store=store, profile="smoke")
+    path = store.path_for("exp-a", CONFIG)
+    assert path.is_file() and path.name == f"{config_hash(CONFIG)}.json"
+    stored = json.loads(path.read_text())
+    assert stored["experiment"] == "exp-a" and stored["seed"] == 2 and stored["profile"] == "smoke"
+    assert stored["curves"] == {"train_loss": [1.0, 0.5]}
+    prov = stored["provenance"]
+    assert {"git_commit", "git_dirty", "device", "versions", "wall_time_s", "date"} <= set(prov)
+    assert prov["versions"]["torch"].startswith("2.13.0") and prov["device"].startswith("cpu")
+    second = run_or_load("exp-a", CONFIG, _train(calls), store=store)
+    assert len(calls) == 1  # the second call loaded the stored file
+    assert second.metrics["test_acc"] == first.metrics["test_acc"] == 0.75
+    assert second.metrics["loss"] != second.metrics["loss"]  # NaN survives the round trip
+    assert [r.config_hash for r in store.iter_results()] == [config_hash(CONFIG)]
+
+
+def test_different_config_trains_again(tmp_path):
+    store, calls = ResultsStore(tmp_path), []
+    run_or_load("exp-a", CONFIG, _train(calls), store=store)
+    run_or_load("exp-a", {**CONFIG, "seed": 3}, _train(calls), store=store)
+    assert [c["seed"] for c in calls] == [2, 3]
+    assert len(list(store.iter_results("exp-a"))) == 2
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path)
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(R.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        run_or_load("exp-a", CONFIG, _train([]), store=store)
+    assert list((tmp_path / "exp-a").iterdir()) == []  # no partial or temporary file left
+
+
+def test_corrupted_file_is_reported_and_never_overwritten(tmp_path):
+    store = ResultsStore(tmp_path)
+    path = store.path_for("exp-a", CONFIG)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"experiment": "exp-a", "config": ')  # truncated JSON
+    with pytest.raises(CorruptResultError, match="cannot be read"):
+        run_or_load("exp-a", CONFIG, _train([]), store=store)
+    assert path.read_text() == '{"experiment": "exp-a", "config": '
+
+
+def test_edited_config_is_a_mismatch(tmp_path):
+    store = ResultsStore(tmp_path)
+    run_or_load("exp-a", CONFIG, _train([]), store=store)
+    path = store.path_for("exp-a", CONFIG)
+    data = json.loads(path.read_text())
+    data["config"]["width"] = 32  # someone edits the file by hand
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultMismatchError, match="hashes to"):
+        run_or_load("exp-a", CONFIG, _train([]), store=store)
+    with pytest.raises(ResultMismatchError):
+        list(store.iter_results())
+
+
+def test_file_without_required_fields_is_corrupt(tmp_path):
+    store = ResultsStore(tmp_path)
+    path = store.path_for("exp-a", CONFIG)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"experiment": "exp-a"}))
+    with pytest.raises(CorruptResultError, match="missing fields"):
+        store.load("exp-a", CONFIG)
+
+
+def test_saving_over_an_existing_result_is_refused(tmp_path):
+    store = ResultsStore(tmp_path)
+    result = run_or_load("exp-a", CONFIG, _train([]), store=store)
+    with pytest.raises(ResultError, match="exists already"):
+        store.save(result)
+
+
+def test_training_disabled_raises_with_the_command(tmp_path):
+    with pytest.raises(MissingResultError, match="python -m hacn_core run exp-a --profile book"):
+        run_or_load("exp-a", CONFIG, _train([]), store=ResultsStore(tmp_path), allow_train=False)
+
+
+def test_store_defaults_to_env_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("HACN_RESULTS", str(tmp_path))
+    assert ResultsStore().root == tmp_path
+    monkeypatch.delenv("HACN_RESULTS")
+    assert ResultsStore().root == R.REPO_ROOT / "results"
+
+
+def test_tests_do_not_use_the_committed_results():
+    # conftest.py points the store at a temporary folder for the whole session.
+    assert os.environ["HACN_RESULTS"] != str(R.REPO_ROOT / "results")
