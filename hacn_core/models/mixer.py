@@ -1,0 +1,445 @@
+"""MLP-Mixer with a pluggable residual rule (H-ACN Sec. 3.2, Appendix A, Fig. 7).
+
+The Mixer of Tolstikhin et al. (2021): a per-patch linear embedding, ``L``
+Mixer layers, and a head (LayerNorm, mean over tokens, linear). Appendix A's
+CIFAR-10 setting is the default of :class:`MixerConfig`: 16 layers, hidden size
+``d = 128``, ``4 x 4`` patches of a ``32 x 32 x 3`` image (64 tokens), channel
+MLP ``D_C = 512``, token MLP ``D_S = 64``. Image size, channels and classes are
+arguments, so the same model runs on ``28 x 28 x 1`` Fashion-MNIST (49 tokens).
+
+What one H-ACN layer ``f_i`` is
+-------------------------------
+A Mixer layer has two sub-layers, token mixing ``t = T(LN(x))`` (an MLP across
+tokens) and channel mixing ``c = C(LN(x + t))`` (an MLP across channels, fed the
+token-mixed stream). We take **one Mixer layer as one H-ACN layer**, with
+
+    f_i(x) = t + c,    t = T(LN_1(x)),    c = C(LN_2(x + t)),
+
+because (1) the paper counts 16 layers and "only 16 extra parameters" for the
+16-layer Mixer (Appendix B), one ``a_i`` per Mixer layer, and (2) Eq. 2 must give
+"a vanilla ResNet" at ``a_i = 1``: ``x + f(x) = (x + t) + C(LN(x + t))`` is
+exactly the standard Mixer layer. The short skip inside the layer (channel
+mixing reads ``x + t``) is therefore part of ``f_i``; at ``a_i = 0`` (ACN) the
+stream ``x_i = t + c`` carries no identity path. Named alternatives:
+
+* ``layer_unit="sublayer"``: every sub-layer is its own ``f`` (``2L`` layers
+  and ``2L`` residual weights; ``resnet`` is again the standard Mixer).
+* ``rule="hacn_code_mixer"``: the public code, ``s += c + a t`` and
+  ``x_i = c + a (t + x)``, i.e. ``a`` scales the token-mixing output as well
+  (``hacn_core.connectivity``). At ``a = 1`` it is the standard Mixer too.
+
+Depth-adaptive LayerNorm (Eq. 7) scales both norms of layer ``i`` by one gain
+``alpha_i`` (one extra parameter per layer). ``depth_ln="auto"`` uses the
+paper's form for the ACN family (footnote 3: "another technique we employ to
+enhance the forward pass of H-ACNs and ACNs") and plain LayerNorm otherwise.
+
+Layer-wise accuracy (Sec. 3.1): :meth:`MLPMixer.layerwise_logits` applies the
+shared head to every exit of one forward pass (partial sums for ACN/H-ACN,
+the stream for ResNet), shape ``(L + 1, batch, classes)``; exit 0 is the
+embedding alone.
+
+:class:`DenseMixer` is Fig. 7's DenseNet-style mixer: concatenation instead of
+addition, 10 layers with a parameter count comparable to the 16-layer Mixer
+(footnote 12).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hacn_core.connectivity import (
+    ACN_FAMILY,
+    ALPHA_RULES,
+    DENSE_BASES,
+    DEPTH_LN_FORMS,
+    RULES,
+    TWO_PART_RULES,
+    AlphaInit,
+    DepthGain,
+    ResidualStack,
+    as_alpha_init,
+    check_choice,
+    make_norm,
+)
+
+LAYER_UNITS: tuple[str, ...] = ("block", "sublayer")
+DEPTH_LN_CHOICES: tuple[str, ...] = ("auto", "none") + DEPTH_LN_FORMS
+
+
+def _check_positive(owner: str, **values: Any) -> None:
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{owner}.{name}={v!r} must be a positive integer")
+
+
+def _check_patches(owner: str, image_size: int, patch_size: int) -> None:
+    if image_size % patch_size:
+        raise ValueError(
+            f"{owner}.image_size={image_size} is not divisible by {owner}.patch_size={patch_size}; "
+            "the Mixer needs whole patches"
+        )
+
+
+@dataclass(frozen=True)
+class MixerConfig:
+    """Settings of :class:`MLPMixer`; the defaults are H-ACN Appendix A (Mixer / CIFAR-10).
+
+    ``rule`` / ``alpha_init`` / ``trainable_alpha`` / ``gate_fn`` / ``dense_base``
+    go to :class:`~hacn_core.connectivity.ResidualStack`; ``layer_unit`` and
+    ``depth_ln`` are explained in the module docstring.
+    """
+
+    image_size: int = 32
+    in_channels: int = 3
+    num_classes: int = 10
+    patch_size: int = 4
+    hidden_dim: int = 128
+    num_layers: int = 16
+    token_mlp_dim: int = 64
+    channel_mlp_dim: int = 512
+    rule: str = "hacn"
+    alpha_init: AlphaInit | str | float | None = None
+    trainable_alpha: bool = True
+    layer_unit: str = "block"
+    depth_ln: str = "auto"
+    depth_ln_strength: float = 0.05
+    gate_fn: str = "relu"
+    dense_base: str = "resnet"
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            "MixerConfig",
+            image_size=self.image_size,
+            in_channels=self.in_channels,
+            num_classes=self.num_classes,
+            patch_size=self.patch_size,
+            hidden_dim=self.hidden_dim,
+            num_layers=self.num_layers,
+            token_mlp_dim=self.token_mlp_dim,
+            channel_mlp_dim=self.channel_mlp_dim,
+        )
+        _check_patches("MixerConfig", self.image_size, self.patch_size)
+        check_choice("MixerConfig.rule", self.rule, RULES)
+        check_choice("MixerConfig.layer_unit", self.layer_unit, LAYER_UNITS)
+        check_choice("MixerConfig.depth_ln", self.depth_ln, DEPTH_LN_CHOICES)
+        check_choice("MixerConfig.dense_base", self.dense_base, DENSE_BASES)
+        if self.rule in TWO_PART_RULES and self.layer_unit != "block":
+            raise ValueError(
+                f"MixerConfig.rule={self.rule!r} splits a Mixer layer into its two sub-layers itself; "
+                "it needs MixerConfig.layer_unit='block'"
+            )
+        if self.alpha_init is not None:
+            if self.rule not in ALPHA_RULES:
+                raise ValueError(
+                    f"MixerConfig.alpha_init is only used by the rules {', '.join(ALPHA_RULES)}; "
+                    f"MixerConfig.rule={self.rule!r}"
+                )
+            as_alpha_init(self.alpha_init, self.rule, "MixerConfig.alpha_init")  # raises on a bad spec
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"MixerConfig.dropout={self.dropout!r} must be in [0, 1)")
+
+    @property
+    def num_patches(self) -> int:
+        """Tokens per image: ``(image_size / patch_size)^2`` (64 for CIFAR, 49 for Fashion-MNIST)."""
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def resolved_depth_ln(self) -> str:
+        """``depth_ln`` with ``auto`` resolved: ``paper`` for the ACN family, else ``none``."""
+        if self.depth_ln != "auto":
+            return self.depth_ln
+        return "paper" if self.rule in ACN_FAMILY else "none"
+
+
+class PatchEmbedding(nn.Module):
+    """Per-patch linear embedding: ``(B, C, H, W) -> (B, N, d)`` (a strided convolution)."""
+
+    def __init__(self, in_channels: int, dim: int, patch_size: int) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(in_channels, dim, kernel_size=patch_size, stride=patch_size)
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.proj(images).flatten(2).transpose(1, 2)
+
+
+class Mlp(nn.Sequential):
+    """``Linear -> GELU -> Linear`` (Mixer's MLP), optional dropout after each linear map."""
+
+    def __init__(self, dim: int, hidden: int, out_dim: int | None = None, dropout: float = 0.0) -> None:
+        layers: list[nn.Module] = [nn.Linear(dim, hidden), nn.GELU()]
+        if dropout:
+            layers.append(nn.Dropout(dropout))
+        layers.append(nn.Linear(hidden, out_dim or dim))
+        if dropout:
+            layers.append(nn.Dropout(dropout))
+        super().__init__(*layers)
+
+
+class TokenMixing(nn.Module):
+    """Token-mixing sub-layer ``T(LN(x))``: one MLP across the ``N`` tokens, shared by the channels."""
+
+    def __init__(self, num_tokens: int, hidden: int, norm: nn.Module, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.norm = norm
+        self.mlp = Mlp(num_tokens, hidden, dropout=dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.mlp(self.norm(x).transpose(-1, -2)).transpose(-1, -2)
+
+
+class ChannelMixing(nn.Module):
+    """Channel-mixing sub-layer ``C(LN(x))``: one MLP across channels, shared by the tokens."""
+
+    def __init__(
+        self, dim: int, hidden: int, norm: nn.Module, out_dim: int | None = None, dropout: float = 0.0
+    ) -> None:
+        super().__init__()
+        self.norm = norm
+        self.mlp = Mlp(dim, hidden, out_dim, dropout=dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.mlp(self.norm(x))
+
+
+class MixerBlock(nn.Module):
+    """One Mixer layer as one H-ACN layer: ``f(x) = t + c``, ``t = T(LN(x))``, ``c = C(LN(x + t))``.
+
+    ``x + f(x)`` is the standard Mixer layer (the ``resnet`` rule). ``parts(x)``
+    returns ``(t, c)`` for the public-code rules. ``depth`` is the layer index
+    ``l`` of Depth-adaptive LayerNorm (Eq. 7); both norms share one gain.
+    """
+
+    def __init__(
+        self,
+        num_tokens: int,
+        dim: int,
+        token_mlp_dim: int,
+        channel_mlp_dim: int,
+        depth: int = 0,
+        depth_ln: str = "none",
+        depth_ln_strength: float = 0.05,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        gain = None if depth_ln == "none" else DepthGain(depth, depth_ln, depth_ln_strength)
+        self.token = TokenMixing(
+            num_tokens, token_mlp_dim, make_norm(dim, depth, depth_ln, depth_ln_strength, gain), dropout
+        )
+        self.channel = ChannelMixing(
+            dim, channel_mlp_dim, make_norm(dim, depth, depth_ln, depth_ln_strength, gain), dropout=dropout
+        )
+
+    def parts(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """The two sub-layer outputs ``(t, c)``; ``c`` reads the token-mixed stream ``x + t``."""
+        t = self.token(x)
+        return t, self.channel(x + t)
+
+    def forward(self, x: Tensor) -> Tensor:
+        t, c = self.parts(x)
+        return t + c
+
+
+class MixerHead(nn.Module):
+    """Shared classifier head: LayerNorm, mean over tokens, linear. Works on ``(..., N, d)``."""
+
+    def __init__(self, dim: int, num_classes: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, num_classes)
+
+    def forward(self, z: Tensor) -> Tensor:
+        return self.fc(self.norm(z).mean(dim=-2))
+
+
+def build_mixer_layers(config: MixerConfig) -> list[nn.Module]:
+    """The ``f_i`` of the stack: ``L`` :class:`MixerBlock` s, or ``2L`` sub-layers for ``layer_unit="sublayer"``."""
+    c = config
+    depth_ln = c.resolved_depth_ln
+    if c.layer_unit == "block":
+        return [
+            MixerBlock(
+                c.num_patches, c.hidden_dim, c.token_mlp_dim, c.channel_mlp_dim,
+                depth=i, depth_ln=depth_ln, depth_ln_strength=c.depth_ln_strength, dropout=c.dropout,
+            )
+            for i in range(1, c.num_layers + 1)
+        ]
+    layers: list[nn.Module] = []
+    for i in range(1, c.num_layers + 1):
+        d_tok, d_ch = 2 * i - 1, 2 * i
+        token_norm = make_norm(c.hidden_dim, d_tok, depth_ln, c.depth_ln_strength)
+        channel_norm = make_norm(c.hidden_dim, d_ch, depth_ln, c.depth_ln_strength)
+        layers.append(TokenMixing(c.num_patches, c.token_mlp_dim, token_norm, c.dropout))
+        layers.append(ChannelMixing(c.hidden_dim, c.channel_mlp_dim, channel_norm, dropout=c.dropout))
+    return layers
+
+
+class MLPMixer(nn.Module):
+    """MLP-Mixer whose layers are joined by any rule of :class:`~hacn_core.connectivity.ResidualStack`.
+
+    ``MLPMixer()`` is Appendix A's H-ACN Mixer for CIFAR-10;
+    ``MLPMixer(rule="resnet")`` the standard Mixer; ``MLPMixer(image_size=28,
+    in_channels=1)`` runs on Fashion-MNIST. Keyword arguments override fields of
+    ``config``.
+    """
+
+    def __init__(
+        self, config: MixerConfig | None = None, *, generator: torch.Generator | None = None, **overrides: Any
+    ) -> None:
+        super().__init__()
+        self.config = replace(config or MixerConfig(), **overrides)
+        c = self.config
+        self.embed = PatchEmbedding(c.in_channels, c.hidden_dim, c.patch_size)
+        self.stack = ResidualStack(
+            build_mixer_layers(c),
+            c.rule,
+            alpha_init=c.alpha_init,
+            trainable=c.trainable_alpha,
+            gate_fn=c.gate_fn,
+            dense_base=c.dense_base,
+            generator=generator,
+        )
+        self.head = MixerHead(c.hidden_dim, c.num_classes)
+
+    def forward(self, images: Tensor, num_layers: int | None = None) -> Tensor:
+        """Logits ``(B, classes)``; ``num_layers`` truncates the stack (a separate truncated network)."""
+        return self.head(self.stack(self.embed(images), num_layers=num_layers))
+
+    def exits(self, images: Tensor) -> list[Tensor]:
+        """The ``L + 1`` layer-wise exit representations ``(B, N, d)`` of one forward pass."""
+        _, exits = self.stack(self.embed(images), return_exits=True)
+        return exits
+
+    def layerwise_logits(self, images: Tensor) -> Tensor:
+        """The shared head at every exit, ``(L + 1, B, classes)``, from one forward pass (Sec. 3.1).
+
+        Row ``i`` is what the network predicts when it stops after layer ``i``
+        (row 0: the embedding alone; row ``L``: ``forward(images)``). With
+        ``layer_unit="sublayer"`` there are ``2L + 1`` rows; ``[::2]`` picks the
+        Mixer-layer boundaries.
+        """
+        return self.head(torch.stack(self.exits(images)))
+
+
+# ---------------------------------------------------------------------------
+# DenseNet-style Mixer (Appendix B, Fig. 7)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DenseMixerConfig:
+    """Settings of :class:`DenseMixer` (Fig. 7): 10 layers, parameter count near the 16-layer Mixer.
+
+    Layer ``i`` reads the concatenation of the embedding and all earlier layer
+    outputs, ``hidden_dim + (i - 1) * growth`` channels, and adds ``growth``
+    channels. With ``growth = 64`` and ``channel_mlp_dim = 448`` the model has
+    2.27M parameters against 2.26M for Appendix A's residual Mixer (footnote 12:
+    "a 10-layer DenseNet with a parameter count comparable to the 16-layer
+    counterparts"; the paper gives no widths, these are ours).
+    """
+
+    image_size: int = 32
+    in_channels: int = 3
+    num_classes: int = 10
+    patch_size: int = 4
+    hidden_dim: int = 128
+    num_layers: int = 10
+    growth: int = 64
+    token_mlp_dim: int = 64
+    channel_mlp_dim: int = 448
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            "DenseMixerConfig",
+            image_size=self.image_size,
+            in_channels=self.in_channels,
+            num_classes=self.num_classes,
+            patch_size=self.patch_size,
+            hidden_dim=self.hidden_dim,
+            num_layers=self.num_layers,
+            growth=self.growth,
+            token_mlp_dim=self.token_mlp_dim,
+            channel_mlp_dim=self.channel_mlp_dim,
+        )
+        _check_patches("DenseMixerConfig", self.image_size, self.patch_size)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"DenseMixerConfig.dropout={self.dropout!r} must be in [0, 1)")
+
+    @property
+    def num_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def out_dim(self) -> int:
+        """Channels of the final concatenation: ``hidden_dim + num_layers * growth``."""
+        return self.hidden_dim + self.num_layers * self.growth
+
+
+class DenseMixerLayer(nn.Module):
+    """A Mixer layer on concatenated features: ``t = T(LN(z))``, output ``C(LN(z + t))`` with ``growth`` channels."""
+
+    def __init__(
+        self,
+        num_tokens: int,
+        in_dim: int,
+        growth: int,
+        token_mlp_dim: int,
+        channel_mlp_dim: int,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.token = TokenMixing(num_tokens, token_mlp_dim, nn.LayerNorm(in_dim), dropout)
+        self.channel = ChannelMixing(in_dim, channel_mlp_dim, nn.LayerNorm(in_dim), out_dim=growth, dropout=dropout)
+
+    def forward(self, z: Tensor) -> Tensor:
+        return self.channel(z + self.token(z))
+
+
+class DenseMixer(nn.Module):
+    """DenseNet-style MLP-Mixer (Appendix B, Fig. 7): ``h_i = F_i([h_0, ..., h_{i-1}])``.
+
+    The head reads the concatenation of all ``h_i``. Layer-wise exit ``i`` is the
+    head applied to ``[h_0, ..., h_i, 0, ..., 0]`` (later layers' channels set to
+    zero, the concatenation analogue of an ACN's partial sum), from one pass.
+    """
+
+    def __init__(self, config: DenseMixerConfig | None = None, **overrides: Any) -> None:
+        super().__init__()
+        self.config = replace(config or DenseMixerConfig(), **overrides)
+        c = self.config
+        self.embed = PatchEmbedding(c.in_channels, c.hidden_dim, c.patch_size)
+        self.layers = nn.ModuleList(
+            DenseMixerLayer(
+                c.num_patches, c.hidden_dim + i * c.growth, c.growth, c.token_mlp_dim, c.channel_mlp_dim, c.dropout
+            )
+            for i in range(c.num_layers)
+        )
+        self.head = MixerHead(c.out_dim, c.num_classes)
+
+    def features(self, images: Tensor) -> Tensor:
+        """The final concatenation ``[h_0, ..., h_L]``, ``(B, N, hidden_dim + L * growth)``."""
+        z = self.embed(images)
+        for layer in self.layers:
+            z = torch.cat([z, layer(z)], dim=-1)
+        return z
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.head(self.features(images))
+
+    def layerwise_logits(self, images: Tensor) -> Tensor:
+        """Head at every exit ``(L + 1, B, classes)``: exit ``i`` zeroes the channels of layers after ``i``."""
+        z = self.features(images)
+        c = self.config
+        widths = torch.tensor([c.hidden_dim + i * c.growth for i in range(c.num_layers + 1)], device=z.device)
+        mask = (torch.arange(c.out_dim, device=z.device)[None, :] < widths[:, None]).to(z.dtype)  # (L+1, D)
+        return self.head(z[None] * mask[:, None, None, :])
+
+
+def num_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters (shared ones counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
