@@ -10,6 +10,8 @@ and Residual Gates. One module per concept:
 - ``experiments``: the registry of runnable experiments
 - ``ledger``    : the reproduction ledger (paper values next to ours)
 - ``plots``     : the house plotting style
+- ``roles``, ``optim``, ``training``: parameter roles, optimizers and schedules, the training loop
+- ``gates``, ``connectivity``, ``awnn``: the three papers' building blocks; ``models``: the backbones
 """
 
 __version__ = "0.1.0"

@@ -83,6 +83,9 @@ Analysis (Sec. 4): :func:`total_connectivity_strength` ``Gamma = ||a||_2 / sqrt(
 :func:`convergence_distance` ``Delta_t = ||a_T - a_t||_2``,
 :func:`pairwise_pearson` / :func:`seed_correlation` (correlation of converged
 alphas across seeds), :func:`layerwise_accuracy` (Sec. 3.1).
+Presentation: :func:`connectivity_frame` (``C`` as a labelled ``DataFrame``) and
+:func:`connectivity_heatmap` (Fig. 8's drawing, seaborn);
+:func:`forward_from_connectivity` runs a network from ``C`` and its blocks alone.
 
 Layer-wise exits (Sec. 3.1): ``forward(x, return_exits=True)`` returns, from one
 pass, the representation the shared head sees when the network stops after
@@ -744,6 +747,109 @@ def seed_correlation(runs: Tensor | Sequence[Sequence[float]]) -> float:
     s = m.shape[0]
     off = m[~torch.eye(s, dtype=torch.bool)]
     return float(off.mean())
+
+
+def forward_from_connectivity(c: Tensor, blocks: Sequence[nn.Module], x: Tensor) -> Tensor:
+    """Run a network from its connectivity alone: Eq. 3 read as a forward pass.
+
+    ``h_0 = x``, ``h_k = f_k(sum_{i<k} C[i][k] h_i)`` and ``y = sum_i C[i][out] h_i``,
+    with ``c`` in the ``column`` layout (``(L+1) x (L+2)``, as returned by
+    ``connectivity(output="column")``). For any single-output rule this gives the
+    rule's own output (up to rounding): ``C`` and the blocks determine the network.
+    Costs ``O(L)`` stored outputs, the memory the H-ACN recursion avoids (Sec. 2).
+    """
+    m = _as_double(c)
+    n, has_out = _check_connectivity_shape(m)
+    if not has_out:
+        raise ValueError(
+            f"C: forward_from_connectivity needs the readout column (output='column', shape (L+1, L+2)); "
+            f"got {tuple(m.shape)}"
+        )
+    if len(blocks) != n:
+        raise ValueError(f"blocks: C describes {n} layers but {len(blocks)} blocks were given")
+    w = m.to(x.dtype)
+    outputs = [x]
+    for k in range(1, n + 1):
+        inp = sum(w[i, k] * outputs[i] for i in range(k))
+        outputs.append(blocks[k - 1](inp))
+    return sum(w[i, -1] * outputs[i] for i in range(n + 1))
+
+
+# ---------------------------------------------------------------------------
+# Presentation of C: a labelled table and a heatmap (Fig. 8)
+# ---------------------------------------------------------------------------
+
+
+def _check_connectivity_shape(c: Tensor) -> tuple[int, bool]:
+    """``(L, has_out)`` of a ``C`` in the ``none``/``figure`` ``(L+1, L+1)`` or ``column`` ``(L+1, L+2)`` layout."""
+    if c.dim() != 2 or c.shape[0] < 2 or c.shape[1] not in (c.shape[0], c.shape[0] + 1):
+        raise ValueError(
+            f"C: expected shape (L+1, L+1) or (L+1, L+2) with L >= 1 (layouts none/figure or column), "
+            f"got {tuple(c.shape)}"
+        )
+    return c.shape[0] - 1, c.shape[1] == c.shape[0] + 1
+
+
+def connectivity_frame(c: Tensor | Sequence[Sequence[float]]):
+    """``C`` as a ``pandas.DataFrame`` labelled by the index convention of Eq. 3-4.
+
+    Rows are sources ``i = 0..L`` (``"source i"``, 0 the embedding ``h_0``), columns
+    targets ``j = 0..L`` (``"target j"``), plus a last column ``"out"`` (the readout
+    ``y``) when ``c`` is in the ``column`` layout. ``frame.loc[i, j]`` is ``c_{i->j}``.
+    """
+    import pandas as pd  # presentation only: keep the model code free of pandas
+
+    m = _as_double(c)
+    n, has_out = _check_connectivity_shape(m)
+    columns = list(range(n + 1)) + (["out"] if has_out else [])
+    return pd.DataFrame(
+        m.numpy(),
+        index=pd.Index(range(n + 1), name="source i"),
+        columns=pd.Index(columns, name="target j", dtype=object),
+    )
+
+
+def _cell_label(value: float) -> str:
+    """Two decimals without padding ("1", ".25", "-.4"); blank for a nonzero value that rounds to 0."""
+    if value == 0:
+        return "0"
+    if abs(value) < 0.005:
+        return ""
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
+
+
+def connectivity_heatmap(ax, c: Tensor | Sequence[Sequence[float]], title: str = "", annot: bool | None = None,
+                         vmax: float | None = None, cbar: bool = False, cmap: str = "mako_r"):
+    """Draw ``C`` on ``ax`` as Fig. 8 does: sources down, targets across (seaborn heatmap).
+
+    Entries that no rule can fill (``i >= j``: a layer never feeds itself or an
+    earlier layer) are masked; an ``out`` column (``column`` layout) is drawn in
+    full. ``annot`` (default: ``L <= 10``) writes the values in the cells (two
+    decimals; a nonzero value below 0.005 is left blank). The colour scale runs
+    from ``min(0, min C)`` to ``vmax`` (default ``max(1, max C)``).
+    """
+    import numpy as np
+    import seaborn as sns
+
+    m = _as_double(c)
+    n, has_out = _check_connectivity_shape(m)
+    frame = connectivity_frame(m)
+    rows, cols = np.indices(frame.shape)
+    mask = rows >= cols
+    if has_out:
+        mask[:, -1] = False
+    values = frame.to_numpy()
+    show = (n <= 10) if annot is None else annot
+    labels = np.vectorize(_cell_label, otypes=[object])(values) if show else False
+    sns.heatmap(
+        frame, ax=ax, mask=mask, square=True, cmap=cmap, cbar=cbar,
+        vmin=min(0.0, float(values.min())), vmax=max(1.0, float(values.max())) if vmax is None else vmax,
+        annot=labels, fmt="", annot_kws={"fontsize": 7}, linewidths=0.5, linecolor="white",
+    )
+    ax.set_title(title)
+    ax.tick_params(length=0)
+    return ax
 
 
 # ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -237,15 +238,22 @@ class ResultsStore:
         """Every stored result (of one experiment, if given), in file-name order."""
         if not self.root.is_dir():
             return
-        folders = [self.root / experiment] if experiment else sorted(p for p in self.root.iterdir() if p.is_dir())
+        folders = (
+            [self.root / experiment]
+            if experiment
+            else sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        )
         for folder in folders:
             for path in sorted(folder.glob("*.json")):
                 yield self.read(path)
 
     def checkpoint_dir(self, experiment: str, config: Mapping[str, Any]) -> Path:
-        """Where an interrupted run keeps its checkpoints (outside the committed results)."""
-        cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-        return Path(cache) / "hacn-book" / "checkpoints" / experiment / config_hash(config)
+        """Where an unfinished run keeps its checkpoints: ``<store>/.checkpoints/...``.
+
+        Inside the store (so a temporary store gets temporary checkpoints) but in a
+        hidden folder that git ignores; removed once the result is saved.
+        """
+        return self.root / ".checkpoints" / experiment / config_hash(config)
 
 
 def training_allowed(allow: bool | None = None) -> bool:
@@ -317,4 +325,5 @@ def run_or_load(
         profile=profile,
     )
     store.save(result)
+    shutil.rmtree(context.checkpoint_dir, ignore_errors=True)  # the stored result supersedes them
     return result

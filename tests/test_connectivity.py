@@ -17,8 +17,11 @@ from hacn_core.connectivity import (
     DepthGain,
     DepthLayerNorm,
     ResidualStack,
+    connectivity_frame,
+    connectivity_heatmap,
     connectivity_matrix,
     convergence_distance,
+    forward_from_connectivity,
     hacn_connectivity,
     init_alphas,
     layerwise_accuracy,
@@ -321,6 +324,47 @@ def test_hacn_connectivity_is_product_of_eq4():
     assert torch.equal(hacn_connectivity([0.0] * 4), connectivity_matrix("plain", 4))
 
 
+def test_connectivity_frame_labels_sources_targets_and_readout():
+    a = [0.3, 0.5, 0.7]
+    frame = connectivity_frame(hacn_connectivity(a, output="column"))
+    assert frame.index.name == "source i" and frame.columns.name == "target j"
+    assert list(frame.index) == [0, 1, 2, 3] and list(frame.columns) == [0, 1, 2, 3, "out"]
+    # .loc[i, j] is c_{i->j} (Eq. 4): c_{0->3} = a_1 a_2, the readout sums every h_i once
+    assert frame.loc[0, 3] == a[0] * a[1] and frame.loc[2, 3] == 1.0 and frame.loc[3, 0] == 0.0
+    assert list(frame["out"]) == [1.0] * 4
+    square = connectivity_frame(connectivity_matrix("resnet", 3))
+    assert list(square.columns) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match=r"C: expected shape \(L\+1, L\+1\) or \(L\+1, L\+2\)"):
+        connectivity_frame(torch.zeros(3, 5))
+
+
+def test_connectivity_heatmap_masks_impossible_entries_and_draws_readout():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2)
+    try:
+        connectivity_heatmap(ax1, connectivity_matrix("resnet", 3), title="ResNet")
+        connectivity_heatmap(ax2, connectivity_matrix("acn", 3, output="column"), annot=False)
+        # annotated cells are the unmasked ones: i < j, 6 of the 4 x 4 ResNet matrix, all of value 1
+        texts = [t.get_text() for t in ax1.texts]
+        assert texts == ["1"] * 6 and ax1.get_title() == "ResNet"
+        assert len(ax2.texts) == 0
+        # ACN with the out column: 6 layer links (1 on the superdiagonal, 0 above) + 4 readout cells
+        mesh = ax2.collections[0]
+        assert mesh.get_array().count() == 6 + 4
+        assert [t.get_text() for t in ax2.get_xticklabels()] == ["0", "1", "2", "3", "out"]
+        # labels: two decimals without padding, blank for a nonzero value that rounds to 0
+        ax2.clear()
+        connectivity_heatmap(ax2, hacn_connectivity([0.25, 0.001, -0.5]))
+        # row-major unmasked cells: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3) = 1, a1, a1 a2, 1, a2, 1
+        assert [t.get_text() for t in ax2.texts] == ["1", ".25", "", "1", "", "1"]
+    finally:
+        plt.close(fig)
+
+
 def linear_blocks(n: int, seed: int = 5) -> list[nn.Module]:
     torch.manual_seed(seed)
     return [nn.Linear(DIM, DIM, dtype=torch.float64) for _ in range(n)]
@@ -347,6 +391,27 @@ def test_connectivity_reconstructs_layer_inputs_and_output(rule):
     for k in range(1, n + 1):
         torch.testing.assert_close(tr.inputs[k - 1], torch.einsum("i,i...->...", c[:, k], h), rtol=0, atol=1e-12)
     torch.testing.assert_close(tr.output, torch.einsum("i,i...->...", c[:, -1], h), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("rule", SINGLE_RULES)
+def test_forward_from_connectivity_rebuilds_the_network(rule):
+    # Eq. 3 as a forward pass: h_k = f_k(sum_i C[i][k] h_i), y = sum_i C[i][out] h_i gives the
+    # rule's own output for nonlinear blocks, with the rule's scalars moved off their init.
+    blocks = make_blocks(4, seed=2)
+    stack = Stack(blocks, rule)
+    randomise_scalars(stack)
+    x = x_input()
+    torch.testing.assert_close(
+        forward_from_connectivity(stack.connectivity("column"), blocks, x), stack(x), rtol=0, atol=1e-12
+    )
+
+
+def test_forward_from_connectivity_bad_input():
+    blocks = make_blocks(3)
+    with pytest.raises(ValueError, match=r"needs the readout column \(output='column'"):
+        forward_from_connectivity(connectivity_matrix("acn", 3), blocks, x_input())
+    with pytest.raises(ValueError, match="C describes 3 layers but 2 blocks"):
+        forward_from_connectivity(connectivity_matrix("acn", 3, output="column"), blocks[:2], x_input())
 
 
 def test_connectivity_of_two_part_rule_is_refused():

@@ -128,3 +128,19 @@ def test_store_defaults_to_env_folder(monkeypatch, tmp_path):
 def test_tests_do_not_use_the_committed_results():
     # conftest.py points the store at a temporary folder for the whole session.
     assert os.environ["HACN_RESULTS"] != str(R.REPO_ROOT / "results")
+
+
+def test_checkpoints_live_in_the_store_and_go_once_the_result_is_saved(tmp_path):
+    store = ResultsStore(tmp_path)
+    seen = []
+
+    def train(config, context):
+        context.checkpoint_dir.mkdir(parents=True)
+        (context.checkpoint_dir / "last.pt").write_bytes(b"state")
+        seen.append(context.checkpoint_dir)
+        return {"metrics": {"acc": 1.0}}
+
+    run_or_load("exp-a", CONFIG, train, store=store)
+    assert seen[0] == tmp_path / ".checkpoints" / "exp-a" / config_hash(CONFIG)
+    assert not seen[0].exists()
+    assert [r.experiment for r in store.iter_results()] == ["exp-a"]  # the hidden folder is not an experiment

@@ -1,0 +1,81 @@
+"""Command line: ``python -m hacn_core {list,run,ledger,fetch}``.
+
+    python -m hacn_core list                      # experiments and their settings
+    python -m hacn_core run awnn-tabular-fixed --profile book
+    python -m hacn_core run awnn-tabular-fixed --profile smoke --where dataset=Spiral
+    python -m hacn_core ledger                    # the reproduction ledger
+    python -m hacn_core fetch MNIST               # download a dataset into the data root
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from hacn_core.profiles import PROFILES, current_profile
+
+
+def _parse_where(pairs: Sequence[str]) -> dict:
+    where = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise SystemExit(f"--where expects key=value, got {pair!r}")
+        key, value = pair.split("=", 1)
+        try:
+            where[key] = json.loads(value)
+        except json.JSONDecodeError:
+            where[key] = value
+    return where
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hacn_core", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the experiments")
+    run_p = sub.add_parser("run", help="run (or load) every configuration of an experiment")
+    run_p.add_argument("experiment")
+    run_p.add_argument("--profile", default=None, help=f"one of {', '.join(PROFILES)} (default: $HACN_PROFILE or book)")
+    run_p.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE", help="only configurations matching these")
+    run_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
+    sub.add_parser("ledger", help="print the reproduction ledger").add_argument("--results", default=None)
+    fetch_p = sub.add_parser("fetch", help="download a dataset into the data root")
+    fetch_p.add_argument("dataset")
+    args = parser.parse_args(argv)
+
+    if args.command == "list":
+        from hacn_core.experiments import registry
+
+        for exp in registry().values():
+            print(f"{exp.id}: {exp.title}")
+            for profile in exp.configs:
+                print(f"    {profile:6s} {len(exp.runs(profile)):3d} runs  {exp.setting.get(profile, '')}")
+        return 0
+    if args.command == "run":
+        from hacn_core.experiments import run
+        from hacn_core.results import ResultsStore
+
+        profile = current_profile() if args.profile is None else args.profile
+        results = run(args.experiment, profile, store=ResultsStore(args.results), where=_parse_where(args.where))
+        for result in results:
+            metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.metrics.items())
+            print(f"{result.config_hash} seed={result.seed}: {metrics}")
+        return 0
+    if args.command == "ledger":
+        from hacn_core.ledger import format_ledger
+        from hacn_core.results import ResultsStore
+
+        print(format_ledger(ResultsStore(args.results)))
+        return 0
+    if args.command == "fetch":
+        from hacn_core.data import data_root, ensure_dataset
+
+        path = ensure_dataset(args.dataset, download=True)
+        print(f"{args.dataset} is in {data_root(path)}")
+        return 0
+    return 2  # pragma: no cover
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The registry of runnable experiments.
+
+An :class:`Experiment` is a training function plus, for each scale profile
+(``hacn_core.profiles``), the list of run configurations it stands for (one per
+seed and setting), and the paper items (``hacn_core.paper_items``) its metrics
+reproduce. Everything goes through :func:`hacn_core.results.run_or_load`, so a
+notebook that asks for an experiment gets the stored result when there is one.
+
+Experiment modules register themselves on import; :func:`registry` imports them
+all. Run one from the shell with ``python -m hacn_core run <id> --profile book``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from hacn_core.profiles import PROFILES, check_profile
+from hacn_core.results import ResultsStore, RunResult, TrainFn, config_hash, run_or_load
+
+# Modules that define experiments; each calls ``register`` at import time.
+EXPERIMENT_MODULES: tuple[str, ...] = ("hacn_core.experiments.awnn_tabular",)
+
+
+@dataclass(frozen=True)
+class Link:
+    """Ties a metric of an experiment's runs to one paper item of the ledger.
+
+    ``where`` selects the runs (configuration entries that must match, e.g.
+    ``{"dataset": "Spiral"}``); ``scale`` converts our metric to the paper's unit
+    (100 for a fraction shown in percent); ``tolerance`` is the largest absolute
+    difference still called "reproduced" when the run used the paper's setting.
+    """
+
+    item: str
+    metric: str
+    where: Mapping[str, Any] = field(default_factory=dict)
+    scale: float = 1.0
+    tolerance: float | None = None
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A named experiment: what to train, at which sizes, and what it reproduces."""
+
+    id: str
+    title: str
+    train: TrainFn
+    configs: Mapping[str, Callable[[], Sequence[Mapping[str, Any]]]]  # profile -> run configurations
+    setting: Mapping[str, str]  # profile -> one-line description of data, model and budget
+    links: tuple[Link, ...] = ()
+
+    def runs(self, profile: str) -> list[dict[str, Any]]:
+        """The run configurations of this experiment at ``profile``."""
+        profile = check_profile(profile)
+        if profile not in self.configs:
+            raise ValueError(
+                f"experiment {self.id!r} has no {profile!r} profile; it has: {', '.join(self.configs)}"
+            )
+        return [dict(c) for c in self.configs[profile]()]
+
+    def paper_config_hashes(self) -> frozenset[str]:
+        """Hashes of the paper-profile configurations: a stored run is "at the paper's
+        setting" exactly when its configuration is one of these."""
+        if "paper" not in self.configs:
+            return frozenset()
+        return frozenset(config_hash(c) for c in self.runs("paper"))
+
+
+_REGISTRY: dict[str, Experiment] = {}
+
+
+def register(experiment: Experiment) -> Experiment:
+    """Add ``experiment`` to the registry (ids are unique)."""
+    if experiment.id in _REGISTRY and _REGISTRY[experiment.id] is not experiment:
+        raise ValueError(f"experiment id {experiment.id!r} is registered twice")
+    unknown = set(experiment.configs) - set(PROFILES)
+    if unknown:
+        raise ValueError(f"experiment {experiment.id!r}: unknown profiles {sorted(unknown)}; allowed: {PROFILES}")
+    _REGISTRY[experiment.id] = experiment
+    return experiment
+
+
+def registry() -> dict[str, Experiment]:
+    """Every registered experiment, by id."""
+    for module in EXPERIMENT_MODULES:
+        importlib.import_module(module)
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get(experiment_id: str) -> Experiment:
+    """The experiment named ``experiment_id``; the error lists the known ids."""
+    experiments = registry()
+    try:
+        return experiments[experiment_id]
+    except KeyError:
+        raise KeyError(f"unknown experiment {experiment_id!r}; known: {', '.join(experiments)}") from None
+
+
+def run(
+    experiment_id: str,
+    profile: str,
+    *,
+    store: ResultsStore | None = None,
+    where: Mapping[str, Any] | None = None,
+    allow_train: bool | None = None,
+    progress: bool = True,
+) -> list[RunResult]:
+    """Run (or load) every configuration of an experiment at ``profile``.
+
+    ``where`` restricts to the configurations whose entries match it.
+    """
+    experiment = get(experiment_id)
+    configs = [c for c in experiment.runs(profile) if all(c.get(k) == v for k, v in (where or {}).items())]
+    results = []
+    for config in tqdm(configs, desc=experiment_id, disable=not progress or len(configs) < 2, leave=False):
+        results.append(
+            run_or_load(
+                experiment.id,
+                config,
+                experiment.train,
+                store=store,
+                profile=profile,
+                allow_train=allow_train,
+                progress=progress,
+            )
+        )
+    return results

@@ -1,0 +1,1333 @@
+"""The training engine: one loop that every experiment of the book trains through.
+
+``fit(model, train, config, val=..., test=...)`` trains ``model`` with the
+optimizer, schedule and tricks named by a :class:`TrainConfig` and returns a
+:class:`TrainResult` (final metrics plus JSON-serialisable per-epoch curves).
+
+Data
+    ``train`` / ``val`` / ``test`` are either tensors kept on the device — a
+    ``(X, y)`` tuple (any number of tensors sharing the first dimension) or a
+    ``TensorDataset`` — batched by indexing (the fast path for MNIST-sized data),
+    or any ``torch.utils.data.Dataset``, read through a ``DataLoader`` with
+    workers and pinned memory (``collate_fn`` for e.g. torch-geometric graphs).
+
+Order and resume
+    Epoch ``e`` visits the training set in the order ``epoch_permutation(n, seed,
+    e)``, a permutation derived from ``(seed, e)`` only. Optimizer step ``s`` of an
+    epoch uses positions ``[s*B*A, (s+1)*B*A)`` of that order (``B`` the batch
+    size, ``A`` the accumulation count), so a run can restart at any step: a
+    checkpoint stores the model, optimizer, schedule, grad scaler, the Python /
+    NumPy / torch / CUDA random states and the position (epoch, step in epoch).
+    A run killed anywhere and restarted with the same command ends with the same
+    parameters (bit for bit on CPU) as an uninterrupted run. This holds for
+    in-memory data and for Datasets read with ``num_workers=0`` (random
+    augmentation drawn in the main process is restored); the random streams of
+    DataLoader worker processes are not checkpointed.
+
+Distributed
+    Launched by ``torchrun``, ``fit`` joins the process group and shards every
+    (micro-)batch across ranks like ``DistributedSampler`` (rank ``r`` takes
+    positions ``r, r + world, ...``). ``batch_size`` is the *global* batch and
+    each rank's loss is weighted by its share of the samples, so the averaged
+    gradient is the one-process gradient and the curve is the same (for models
+    without batch statistics: BatchNorm normalises each rank's shard, and rank
+    0's running statistics are used for evaluation). Only rank 0 writes
+    checkpoints; a non-finite loss on any rank stops every rank at that step.
+
+Hot path
+    No host synchronisation per step on accelerators: step losses stay on the
+    device and are read every ``sync_every`` steps (finite check, progress bar,
+    epoch loss). On CPU there is nothing to synchronise with, so every step's
+    loss is checked before the optimizer update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import random
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from hacn_core.optim import (
+    DEFAULT_NO_DECAY_ROLES,
+    FUSED_OPTIMIZERS,
+    MILESTONE_UNITS,
+    OPTIMIZERS,
+    PLATEAU_MODES,
+    SCHEDULES,
+    LRSchedule,
+    build_optimizer,
+)
+from hacn_core.roles import ROLES, TAGGED_ROLES, named_parameter_roles
+
+__all__ = [
+    "PRECISIONS",
+    "QUIET_ENV",
+    "Callback",
+    "NonFiniteLossError",
+    "TrainConfig",
+    "TrainConfigError",
+    "TrainResult",
+    "TrainState",
+    "accuracy",
+    "epoch_permutation",
+    "evaluate",
+    "fit",
+    "load_checkpoint",
+    "resolve_device",
+    "save_checkpoint",
+    "steps_per_epoch",
+]
+
+PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16")
+QUIET_ENV = "HACN_QUIET"
+CHECKPOINT_NAME = "last.pt"
+NONFINITE_NAME = "nonfinite.pt"
+_DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+_ACCEL_SYNC_EVERY = 32  # steps between host reads of the loss on accelerators
+# Fields that may differ between a checkpoint and the resuming run: they change
+# speed or bookkeeping, not the optimisation trajectory.
+_RESUME_FREE_FIELDS = frozenset(
+    {"device", "compile", "tf32", "num_workers", "checkpoint_every_steps", "checkpoint_every_minutes",
+     "sync_every", "eval_batch_size"}
+)
+
+
+class TrainConfigError(ValueError):
+    """A bad training configuration; the message names the field and the allowed values."""
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite.
+
+    ``step`` is the optimizer step (0-based: the ``step + 1``-th update) whose loss
+    was not finite, ``checkpoint`` the file saved for inspection (or None).
+    """
+
+    def __init__(self, step: int, epoch: int, loss: float, checkpoint: Path | None, saved_step: int) -> None:
+        self.step, self.epoch, self.loss, self.checkpoint = step, epoch, loss, checkpoint
+        if checkpoint is None:
+            where = "rank 0 saved the checkpoint"
+        elif saved_step == step:
+            where = f"saved the state before that update to {checkpoint}"
+        else:
+            where = f"saved the state before update {saved_step} to {checkpoint}"
+        super().__init__(f"non-finite training loss {loss} at step {step} (epoch {epoch}); {where}")
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def _fail(name: str, value: Any, allowed: str) -> None:
+    raise TrainConfigError(f"{name}={value!r} is invalid; allowed: {allowed}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+@dataclass
+class TrainConfig:
+    """Everything that decides how a model is trained (JSON-serialisable).
+
+    Fields are validated on construction; a bad value raises
+    :class:`TrainConfigError` naming the field and its allowed values.
+    Epoch-valued fields (``warmup_epochs``, ``milestones``) may be fractional.
+    ``batch_size`` is the global batch of one forward/backward pass (summed over
+    DDP ranks); an optimizer step sees ``batch_size * accumulate`` samples.
+
+    Less obvious fields: ``milestone_unit`` says whether ``milestones`` are epochs
+    or fractions of training; ``plateau_metric`` is ``"train_loss"`` or
+    ``"val_<metric>"``; ``precision="auto"`` is bf16 autocast on CUDA GPUs that
+    support it and fp32 elsewhere (``"fp16"`` adds a grad scaler);
+    ``keep_on_device`` keeps tensor datasets on the device (False: stream them
+    through a DataLoader); ``eval_batch_size`` defaults to ``batch_size``;
+    ``record_every`` (epochs, 0 = only before and after training) or
+    ``record_every_steps`` set how often parameters and callback values are
+    recorded; ``sync_every`` is how many steps the losses stay on an accelerator
+    before being read (0 = auto: 1 on CPU, 32 otherwise); ``tf32`` allows
+    TensorFloat-32 matmuls on CUDA.
+    """
+
+    epochs: int
+    batch_size: int
+    lr: float
+    # optimizer (hacn_core.optim)
+    optimizer: str = "adamw"
+    weight_decay: float = 0.0
+    momentum: float = 0.9  # sgd only
+    nesterov: bool = False  # sgd only; Adam with Nesterov momentum is optimizer="nadam"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    fused: bool | None = None  # None: fused kernels on CUDA (adam, adamw, sgd)
+    no_decay_roles: tuple[str, ...] = DEFAULT_NO_DECAY_ROLES
+    # schedule (per step)
+    schedule: str = "constant"
+    warmup_epochs: float = 0.0
+    min_lr: float = 0.0
+    milestones: tuple[float, ...] = ()
+    milestone_unit: str = "epoch"
+    gamma: float = 0.1
+    plateau_patience: int = 10
+    plateau_metric: str = "val_loss"
+    plateau_mode: str = "min"
+    # loss and gradients
+    label_smoothing: float = 0.0
+    grad_clip: float | None = None
+    accumulate: int = 1
+    # data order
+    shuffle: bool = True
+    drop_last: bool = False
+    # hardware
+    device: str = "auto"
+    precision: str = "auto"
+    compile: bool = False
+    tf32: bool = True
+    keep_on_device: bool = True
+    num_workers: int = 0
+    eval_batch_size: int | None = None
+    # bookkeeping
+    seed: int = 0
+    eval_every: int = 1
+    record_every: int = 1
+    record_every_steps: int | None = None
+    checkpoint_every_steps: int | None = None
+    checkpoint_every_minutes: float | None = None
+    sync_every: int = 0
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)  # type: ignore[assignment]
+        self.no_decay_roles = tuple(self.no_decay_roles)
+        self.milestones = tuple(self.milestones)
+        for name in ("epochs", "batch_size", "accumulate"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 1:
+                _fail(name, v, "an integer >= 1")
+        if not _is_num(self.lr) or self.lr <= 0:
+            _fail("lr", self.lr, "a finite number > 0")
+        if self.optimizer not in OPTIMIZERS:
+            _fail("optimizer", self.optimizer, ", ".join(OPTIMIZERS))
+        if not _is_num(self.weight_decay) or self.weight_decay < 0:
+            _fail("weight_decay", self.weight_decay, "a number >= 0")
+        if not _is_num(self.momentum) or not 0 <= self.momentum < 1:
+            _fail("momentum", self.momentum, "a number in [0, 1)")
+        if not isinstance(self.nesterov, bool):
+            _fail("nesterov", self.nesterov, "True or False")
+        if self.nesterov and self.optimizer != "sgd":
+            _fail("nesterov", self.nesterov,
+                  "True only with optimizer='sgd' (for Adam with Nesterov momentum use optimizer='nadam')")
+        if self.nesterov and self.momentum == 0:
+            _fail("nesterov", self.nesterov, "True only with momentum > 0")
+        if len(self.betas) != 2 or not all(_is_num(b) and 0 <= b < 1 for b in self.betas):
+            _fail("betas", self.betas, "two numbers in [0, 1)")
+        if not _is_num(self.eps) or self.eps <= 0:
+            _fail("eps", self.eps, "a number > 0")
+        if self.fused is not None and not isinstance(self.fused, bool):
+            _fail("fused", self.fused, "None (auto), True or False")
+        if self.fused and self.optimizer not in FUSED_OPTIMIZERS:
+            _fail("fused", self.fused, f"True only with optimizer in {', '.join(FUSED_OPTIMIZERS)}")
+        bad_roles = [r for r in self.no_decay_roles if r not in ROLES]
+        if bad_roles:
+            _fail("no_decay_roles", self.no_decay_roles, f"a subset of {', '.join(ROLES)}")
+        if self.schedule not in SCHEDULES:
+            _fail("schedule", self.schedule, ", ".join(SCHEDULES))
+        if not _is_num(self.warmup_epochs) or self.warmup_epochs < 0:
+            _fail("warmup_epochs", self.warmup_epochs, "a number >= 0")
+        if self.warmup_epochs > self.epochs or (self.schedule == "cosine" and self.warmup_epochs >= self.epochs
+                                                 and self.warmup_epochs > 0):
+            _fail("warmup_epochs", self.warmup_epochs,
+                  f"a number of epochs shorter than training (epochs={self.epochs})")
+        if not _is_num(self.min_lr) or not 0 <= self.min_lr <= self.lr:
+            _fail("min_lr", self.min_lr, f"a number in [0, lr={self.lr}]")
+        if self.milestone_unit not in MILESTONE_UNITS:
+            _fail("milestone_unit", self.milestone_unit, ", ".join(MILESTONE_UNITS))
+        if self.milestones and self.schedule != "multistep":
+            _fail("milestones", self.milestones, "() unless schedule='multistep'")
+        if self.schedule == "multistep":
+            top = self.epochs if self.milestone_unit == "epoch" else 1
+            ok = (len(self.milestones) > 0 and all(_is_num(m) and 0 < m <= top for m in self.milestones)
+                  and list(self.milestones) == sorted(set(self.milestones)))
+            if not ok:
+                _fail("milestones", self.milestones,
+                      f"a non-empty increasing sequence in (0, {top}] ({self.milestone_unit}s)")
+        if not _is_num(self.gamma) or not 0 < self.gamma <= 1:
+            _fail("gamma", self.gamma, "a number in (0, 1]")
+        if not _is_int(self.plateau_patience) or self.plateau_patience < 0:
+            _fail("plateau_patience", self.plateau_patience, "an integer >= 0")
+        if not isinstance(self.plateau_metric, str) or not (
+            self.plateau_metric == "train_loss" or self.plateau_metric.startswith("val_")
+        ):
+            _fail("plateau_metric", self.plateau_metric, "'train_loss' or 'val_<metric>' (e.g. 'val_loss')")
+        if self.plateau_mode not in PLATEAU_MODES:
+            _fail("plateau_mode", self.plateau_mode, ", ".join(PLATEAU_MODES))
+        if not _is_num(self.label_smoothing) or not 0 <= self.label_smoothing < 1:
+            _fail("label_smoothing", self.label_smoothing, "a number in [0, 1)")
+        if self.grad_clip is not None and (not _is_num(self.grad_clip) or self.grad_clip <= 0):
+            _fail("grad_clip", self.grad_clip, "None or a number > 0")
+        for name in ("shuffle", "drop_last", "compile", "tf32", "keep_on_device"):
+            if not isinstance(getattr(self, name), bool):
+                _fail(name, getattr(self, name), "True or False")
+        if not isinstance(self.device, str) or not _DEVICE_RE.match(self.device):
+            _fail("device", self.device, "auto, cpu, cuda, cuda:<index>, mps")
+        if self.precision not in PRECISIONS:
+            _fail("precision", self.precision, ", ".join(PRECISIONS))
+        for name in ("num_workers", "sync_every", "record_every"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 0:
+                _fail(name, v, "an integer >= 0" + (" (0 = auto)" if name == "sync_every" else ""))
+        if not _is_int(self.seed) or self.seed < 0:
+            _fail("seed", self.seed, "an integer >= 0")
+        if not _is_int(self.eval_every) or self.eval_every < 1:
+            _fail("eval_every", self.eval_every, "an integer >= 1")
+        for name in ("eval_batch_size", "record_every_steps", "checkpoint_every_steps"):
+            v = getattr(self, name)
+            if v is not None and (not _is_int(v) or v < 1):
+                _fail(name, v, "None or an integer >= 1")
+        m = self.checkpoint_every_minutes
+        if m is not None and (not _is_num(m) or m <= 0):
+            _fail("checkpoint_every_minutes", m, "None or a number > 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable dict (tuples become lists)."""
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error naming the allowed fields."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = [k for k in data if k not in names]
+        if unknown:
+            raise TrainConfigError(f"unknown TrainConfig field(s) {unknown}; allowed: {', '.join(names)}")
+        missing = [n for n in ("epochs", "batch_size", "lr") if n not in data]
+        if missing:
+            raise TrainConfigError(f"missing TrainConfig field(s) {missing}")
+        return cls(**dict(data))
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class TrainResult:
+    """What :func:`fit` returns.
+
+    ``metrics``: final ``train_loss`` and ``val_<m>`` / ``test_<m>`` for each metric.
+    ``curves``: per-epoch lists ``epoch``, ``step``, ``train_loss``, ``lr``, ``time_s``;
+    per-evaluation ``eval_epoch`` and ``val_<m>``; per-record ``record_step``,
+    ``record_epoch``, ``param/<name>`` (every role-tagged parameter) and whatever
+    callbacks return. ``wall_time_s`` sums all resumed segments of the run.
+    """
+
+    metrics: dict[str, float]
+    curves: dict[str, list]
+    device: str
+    steps: int
+    wall_time_s: float
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class TrainState:
+    """The live state handed to callbacks (one object, updated in place).
+
+    ``model`` is the plain module (not the DDP / compiled wrapper). ``step`` counts
+    optimizer steps taken; ``epoch`` is 0-based. Setting ``stop = True`` ends
+    training after the current epoch (early stopping).
+    """
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    config: TrainConfig
+    device: torch.device
+    steps_per_epoch: int
+    n_train: int
+    curves: dict[str, list]
+    rank: int = 0
+    world_size: int = 1
+    epoch: int = 0
+    step: int = 0
+    step_in_epoch: int = 0
+    lr: float = 0.0
+    stop: bool = False
+
+
+class Callback:
+    """Base class for training callbacks; override what you need.
+
+    ``on_train_begin`` runs once the optimizer exists (also when resuming; e.g.
+    to attach it to a model that resizes itself); ``on_step_end`` runs after
+    every optimizer step; ``on_record`` runs at record
+    points (every ``record_every`` epochs, or ``record_every_steps`` steps, and
+    once before training) and returns a dict of JSON-serialisable values that
+    are appended to the run's curves (return the same keys every time). A plain
+    function ``fn(state) -> dict | None`` is treated as ``on_record``. State that
+    must survive a resume goes through ``state_dict`` / ``load_state_dict``.
+    """
+
+    def on_train_begin(self, state: TrainState) -> None:
+        """Called once before the first step of this call of ``fit``."""
+
+    def on_step_end(self, state: TrainState) -> None:
+        """Called after each optimizer step."""
+
+    def on_record(self, state: TrainState) -> Mapping[str, Any] | None:
+        """Values to append to the curves at a record point."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def resolve_device(spec: str = "auto", local_rank: int | None = None) -> torch.device:
+    """``auto`` picks CUDA (``cuda:LOCAL_RANK`` under torchrun), then Apple MPS, then CPU."""
+    if not isinstance(spec, str) or not _DEVICE_RE.match(spec):
+        _fail("device", spec, "auto, cpu, cuda, cuda:<index>, mps")
+    if spec == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", local_rank or 0)
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    dev = torch.device(spec)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            _fail("device", spec, "auto, cpu (CUDA is not available here)")
+        if dev.index is None:
+            dev = torch.device("cuda", local_rank or 0)
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        _fail("device", spec, "auto, cpu (MPS is not available here)")
+    return dev
+
+
+def _autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """``auto``: bf16 on CUDA GPUs that support it, fp32 elsewhere."""
+    if precision == "auto":
+        ok = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if ok else None
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def _derive_seed(*parts: int) -> int:
+    """A well-mixed 63-bit seed from integers (so nearby seeds give unrelated streams)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def epoch_permutation(n: int, seed: int, epoch: int, shuffle: bool = True) -> Tensor:
+    """Order (CPU int64) in which epoch ``epoch`` visits the ``n`` training samples."""
+    if not shuffle:
+        return torch.arange(n)
+    g = torch.Generator()
+    g.manual_seed(_derive_seed(seed, epoch))
+    return torch.randperm(n, generator=g)
+
+
+def steps_per_epoch(n: int, batch_size: int, accumulate: int = 1, drop_last: bool = False) -> int:
+    """Optimizer steps in one epoch of ``n`` samples."""
+    per_step = batch_size * accumulate
+    return n // per_step if drop_last else -(-n // per_step)
+
+
+def _plan_step(n: int, batch: int, accumulate: int, world: int, rank: int, step: int
+               ) -> tuple[int, tuple[tuple[slice, float], ...]]:
+    """Samples of one optimizer step and this rank's pieces ``(positions, weight)``.
+
+    The step covers positions ``[start, end)`` of the epoch order, cut into micro
+    batches of ``batch``; in each, the rank takes positions ``a + rank, a + rank +
+    world, ...`` (a ``slice`` of the epoch order).
+    ``weight`` rescales the piece's mean loss so that, after DDP averages over
+    ranks, the gradient is the mean over the whole step. A rank left without a
+    sample (tiny last batch) gets one sample with weight 0 so collectives still match.
+    """
+    start = step * batch * accumulate
+    end = min(n, start + batch * accumulate)
+    n_step = end - start
+    pieces = []
+    for a in range(start, end, batch):
+        b = min(a + batch, end)
+        count = len(range(a + rank, b, world))
+        if count == 0:
+            pieces.append((slice(a, a + 1), 0.0))
+        else:
+            pieces.append((slice(a + rank, b, world if world > 1 else None), count * world / n_step))
+    return n_step, tuple(pieces)
+
+
+def accuracy(output: Tensor, target: Tensor) -> Tensor:
+    """Top-1 accuracy of logits ``output`` (class dimension last) against ``target``."""
+    return (output.argmax(-1) == target).float().mean()
+
+
+def _cross_entropy(label_smoothing: float) -> Callable[[Tensor, Tensor], Tensor]:
+    """Mean cross-entropy with label smoothing; logits with extra dims are flattened."""
+
+    def loss(output: Tensor, target: Tensor) -> Tensor:
+        if output.dim() > 2:  # sequence models: (B, T, V) against (B, T)
+            output, target = output.reshape(-1, output.shape[-1]), target.reshape(-1)
+        return F.cross_entropy(output, target, label_smoothing=label_smoothing)
+
+    return loss
+
+
+def _default_forward(model: nn.Module, batch: Any) -> tuple[Any, Any]:
+    """``(X..., y)`` tuples give ``model(*X), y``; objects with ``.y`` (torch-geometric
+    batches) give ``model(batch), batch.y``."""
+    if isinstance(batch, (tuple, list)):
+        return model(*batch[:-1]), batch[-1]
+    if hasattr(batch, "y"):
+        return model(batch), batch.y
+    raise TypeError(f"cannot split a batch of type {type(batch).__name__} into input and target; pass forward=")
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    """Move tensors (in tuples, lists, dicts, or objects with ``.to``) to ``device``."""
+    if isinstance(batch, Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if hasattr(batch, "to"):
+        try:
+            return batch.to(device, non_blocking=True)
+        except TypeError:  # a .to without non_blocking
+            return batch.to(device)
+    return batch
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Tensor):
+        v = v.detach().cpu()
+        return v.item() if v.numel() == 1 else v.tolist()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _quiet(progress: bool | None) -> bool:
+    return progress is False or os.environ.get(QUIET_ENV, "") not in ("", "0")
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
+    """``torch.save`` to a temporary file in the same folder, fsync, then ``os.replace``:
+    a reader sees the old checkpoint or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load a checkpoint written by :func:`fit` (safe ``weights_only`` unpickling).
+
+    Keys: ``model`` (state dict), ``optimizer``, ``schedule``, ``scaler``, ``rng``,
+    ``position`` (``epoch``, ``step_in_epoch``, ``global_step``, ``finished``),
+    ``curves``, ``config``.
+    """
+    return torch.load(Path(path), map_location=map_location, weights_only=True)
+
+
+def _rng_state() -> dict[str, Any]:
+    """Every random state a step can touch, in plain types (loadable with weights_only)."""
+    version, mt, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    state: dict[str, Any] = {
+        "python": [version, list(mt), gauss],
+        "numpy": [kind, torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(pos), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    if torch.backends.mps.is_available():
+        state["mps"] = torch.mps.get_rng_state()
+    return state
+
+
+def _set_rng_state(state: Mapping[str, Any]) -> None:
+    version, mt, gauss = state["python"]
+    random.setstate((version, tuple(mt), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "mps" in state and torch.backends.mps.is_available():
+        torch.mps.set_rng_state(state["mps"])
+
+
+def _seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and the accelerators actually present)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.default_generator.manual_seed(seed)  # torch.manual_seed would also queue lazy seeding of absent devices
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    if torch.backends.mps.is_available():
+        torch.mps.manual_seed(seed)
+
+
+# ----------------------------------------------------------------------------- data
+
+
+class _TensorBatches(Dataset):
+    """Tensors read through a DataLoader a whole batch at a time (``__getitems__``)."""
+
+    def __init__(self, tensors: Sequence[Tensor]) -> None:
+        self.tensors = tuple(tensors)
+
+    def __len__(self) -> int:
+        return len(self.tensors[0])
+
+    def __getitem__(self, i: int) -> tuple[Tensor, ...]:
+        return tuple(t[i] for t in self.tensors)
+
+    def __getitems__(self, idx: list[int]) -> tuple[Tensor, ...]:
+        index = torch.as_tensor(idx)
+        return tuple(t[index] for t in self.tensors)
+
+
+def _identity(batch: Any) -> Any:
+    return batch
+
+
+def _as_tensors(data: Any, name: str) -> tuple[Tensor, ...] | None:
+    """The tensors of an in-memory split, or None for a generic Dataset."""
+    if isinstance(data, DataLoader):
+        raise TypeError(f"{name}: pass the Dataset, not a DataLoader (fit builds its own loader so the "
+                        "order is reproducible and resumable)")
+    if isinstance(data, TensorDataset):
+        tensors = tuple(data.tensors)
+    elif isinstance(data, (tuple, list)) and data and all(isinstance(t, Tensor) for t in data):
+        tensors = tuple(data)
+    elif isinstance(data, Dataset):
+        return None
+    else:
+        raise TypeError(f"{name}: expected an (X, y) tuple of tensors, a TensorDataset or a Dataset, "
+                        f"got {type(data).__name__}")
+    if len({len(t) for t in tensors}) != 1:
+        raise ValueError(f"{name}: tensors differ in their first dimension {[len(t) for t in tensors]}")
+    return tensors
+
+
+class _Split:
+    """One data split: on-device tensors batched by index, or a Dataset behind a DataLoader."""
+
+    def __init__(self, data: Any, name: str, device: torch.device, keep_on_device: bool, num_workers: int,
+                 collate_fn: Callable | None, to_device: Callable[[Any, torch.device], Any]) -> None:
+        tensors = _as_tensors(data, name)
+        self.device = device
+        self.to_device = to_device
+        self.loader: DataLoader | None = None
+        if tensors is not None and keep_on_device:
+            self.tensors: tuple[Tensor, ...] | None = tuple(t.to(device) for t in tensors)
+            self.n = len(tensors[0])
+            return
+        self.tensors = None
+        if tensors is not None:
+            dataset, collate = _TensorBatches(tensors), _identity
+        else:
+            dataset, collate = data, collate_fn
+        self.n = len(dataset)
+        self.sampler = _IndexListSampler()
+        workers = num_workers
+        self.generator = torch.Generator()  # keeps the DataLoader off the global RNG (resume)
+        self.loader = DataLoader(
+            dataset, batch_sampler=self.sampler, num_workers=workers, collate_fn=collate,
+            pin_memory=device.type == "cuda", persistent_workers=workers > 0, generator=self.generator,
+        )
+
+    def batches(self, index_lists: Iterable[Tensor]) -> Iterator[Any]:
+        """Batches for the given index tensors (positions already resolved)."""
+        if self.tensors is not None:
+            tensors = self.tensors
+            for idx in index_lists:
+                yield tuple(t[idx] for t in tensors)
+            return
+        self.sampler.lists = (idx.tolist() for idx in index_lists)
+        to_device, device = self.to_device, self.device
+        for batch in self.loader:  # type: ignore[union-attr]
+            yield to_device(batch, device)
+
+
+class _IndexListSampler:
+    """Batch sampler that replays index lists chosen by the trainer."""
+
+    lists: Iterable[list[int]] = ()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self.lists
+
+    def __len__(self) -> int:  # only used for DataLoader's len(); never relied on
+        return 0
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+@torch.no_grad()
+def _evaluate_split(model: nn.Module, split: _Split, batch_size: int, metrics: Mapping[str, Callable],
+                    forward: Callable, autocast: torch.dtype | None, rank: int, world: int,
+                    comm_device: torch.device) -> dict[str, float]:
+    """Sample-weighted means of every metric over a split (sharded across ranks)."""
+    was_training = model.training
+    model.eval()
+    n = split.n
+    if world == 1 and split.tensors is not None:
+        index_lists: Iterator[Any] = (slice(a, min(a + batch_size, n)) for a in range(0, n, batch_size))
+    else:
+        local = torch.arange(rank, n, world, device=split.device if split.tensors is not None else "cpu")
+        index_lists = (local[a:a + batch_size] for a in range(0, len(local), batch_size))
+    sums: Tensor | None = None
+    count = 0
+    ctx = (lambda: torch.autocast(split.device.type, dtype=autocast)) if autocast else contextlib.nullcontext
+    try:
+        for batch in split.batches(index_lists):
+            with ctx():
+                out, target = forward(model, batch)
+                vals = torch.stack([fn(out, target).detach().float().reshape(()) for fn in metrics.values()])
+            m = int(target.shape[0])
+            sums = vals * m if sums is None else sums + vals * m
+            count += m
+    finally:
+        model.train(was_training)
+    if sums is None:
+        sums = torch.zeros(len(metrics), device=split.device)
+    if world > 1:
+        import torch.distributed as dist
+
+        packed = torch.cat([sums.to(comm_device, torch.float64), torch.tensor([count], dtype=torch.float64,
+                                                                                 device=comm_device)])
+        dist.all_reduce(packed)
+        sums, count = packed[:-1], int(packed[-1].item())
+    values = (sums.double() / max(count, 1)).tolist()
+    return dict(zip(metrics, values))
+
+
+def evaluate(model: nn.Module, data: Any, *, metrics: Mapping[str, Callable] | None = None,
+             loss_fn: Callable | None = None, forward: Callable | None = None, batch_size: int = 1024,
+             device: str | torch.device | None = None, precision: str = "fp32",
+             collate_fn: Callable | None = None) -> dict[str, float]:
+    """Mean ``loss`` (cross-entropy unless ``loss_fn``) and ``metrics`` (default:
+    ``accuracy``) of ``model`` over ``data``, each weighted by batch size.
+
+    A metric is ``fn(output, target) -> scalar tensor`` (the batch mean).
+    """
+    dev = torch.device(device) if device is not None else next(model.parameters()).device
+    if precision not in PRECISIONS:
+        _fail("precision", precision, ", ".join(PRECISIONS))
+    split = _Split(data, "data", dev, True, 0, collate_fn, _to_device)
+    allm = {"loss": loss_fn or _cross_entropy(0.0), **(metrics if metrics is not None else {"accuracy": accuracy})}
+    return _evaluate_split(model.to(dev), split, batch_size, allm, forward or _default_forward,
+                           _autocast_dtype(precision, dev), 0, 1, dev)
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+class _Run:
+    """One call of :func:`fit` (kept as an object so the hot loop reads plain attributes)."""
+
+    def __init__(self, model: nn.Module, train: Any, config: TrainConfig, *, val: Any, test: Any,
+                 loss_fn: Callable | None, forward: Callable | None, batch_to_device: Callable | None,
+                 collate_fn: Callable | None, metrics: Mapping[str, Callable] | None,
+                 callbacks: Sequence[Callback | Callable], checkpoint_dir: str | os.PathLike | None,
+                 progress: bool | None) -> None:
+        self.t_start = time.monotonic()
+        cfg = self.cfg = config
+        if loss_fn is not None and cfg.label_smoothing:
+            _fail("label_smoothing", cfg.label_smoothing,
+                  "0 when a custom loss_fn is given (put the smoothing into your loss)")
+        # distributed
+        self.rank, self.world, local_rank = _init_distributed(cfg.device)
+        self.device = resolve_device(cfg.device, local_rank)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.comm_device = self.device if self.world > 1 and _backend() == "nccl" else torch.device("cpu")
+        self.autocast = _autocast_dtype(cfg.precision, self.device)
+        self.model = model.to(self.device)
+        self.forward = forward or _default_forward
+        self.loss_fn = loss_fn or _cross_entropy(cfg.label_smoothing)
+        to_dev = batch_to_device or _to_device
+        def split(data: Any, name: str) -> _Split | None:
+            if data is None:
+                return None
+            return _Split(data, name, self.device, cfg.keep_on_device, cfg.num_workers, collate_fn, to_dev)
+
+        self.train = split(train, "train")
+        self.val, self.test = split(val, "val"), split(test, "test")
+        self.metrics = {"loss": self.loss_fn if loss_fn is not None else _cross_entropy(0.0),
+                        **(metrics if metrics is not None else {"accuracy": accuracy})}
+        if cfg.schedule == "plateau" and cfg.plateau_metric != "train_loss":
+            if self.val is None:
+                _fail("schedule", cfg.schedule, "constant, cosine, multistep (plateau on "
+                      f"{cfg.plateau_metric!r} needs val=), or set plateau_metric='train_loss'")
+            if cfg.plateau_metric[4:] not in self.metrics:
+                _fail("plateau_metric", cfg.plateau_metric,
+                      ", ".join(["train_loss"] + [f"val_{m}" for m in self.metrics]))
+        self.n_train = self.train.n
+        self.S = steps_per_epoch(self.n_train, cfg.batch_size, cfg.accumulate, cfg.drop_last)
+        if self.S == 0:
+            _fail("batch_size", cfg.batch_size,
+                  f"at most {self.n_train // cfg.accumulate} with drop_last=True and accumulate={cfg.accumulate} "
+                  f"({self.n_train} training samples)")
+        self.total_steps = cfg.epochs * self.S
+        self.plan = [_plan_step(self.n_train, cfg.batch_size, cfg.accumulate, self.world, self.rank, s)
+                     for s in range(self.S)]
+        self.ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.quiet = _quiet(progress) or self.rank != 0
+        self.sync_every = cfg.sync_every or (1 if self.device.type == "cpu" else _ACCEL_SYNC_EVERY)
+        # callbacks
+        self.callbacks = list(callbacks)
+        self.step_cbs = [cb.on_step_end for cb in self.callbacks
+                         if hasattr(cb, "on_step_end") and getattr(type(cb), "on_step_end", None)
+                         is not Callback.on_step_end]
+        self.record_cbs = [cb.on_record if hasattr(cb, "on_record") else cb for cb in self.callbacks]
+        # position and accumulators
+        self.epoch = 0
+        self.step_in_epoch = 0
+        self.global_step = 0
+        self.finished = False
+        self.loss_sum = 0.0  # sum over steps of (step mean loss * step samples) / world
+        self.loss_n = 0
+        self.pending: list[tuple[Tensor, int, int]] = []
+        self.prior_wall = 0.0
+        self.curves: dict[str, list] = {}
+        self.last_loss = math.nan
+
+    # -- setup -----------------------------------------------------------------------
+
+    def setup(self) -> None:
+        cfg = self.cfg
+        ckpt = self._find_checkpoint()
+        if ckpt is not None:
+            # model first: the optimizer must be built over the parameters the
+            # checkpoint describes (a module may resize them on load)
+            self.model.load_state_dict(ckpt["model"])
+        self.optimizer = build_optimizer(self.model, cfg, self.device.type)
+        self.schedule = LRSchedule.from_config(cfg, self.S)
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.autocast == torch.float16 else None
+        self.optimizer.zero_grad(set_to_none=True)
+        if ckpt is not None:
+            self._restore(ckpt)
+        else:
+            _seed_everything(cfg.seed + self.rank)
+        self.state = TrainState(self.model, self.optimizer, cfg, self.device, self.S, self.n_train, self.curves,
+                                self.rank, self.world, self.epoch, self.global_step, self.step_in_epoch)
+        net: nn.Module = self.model
+        if self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            net = DistributedDataParallel(net, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.ddp = net if self.world > 1 else None
+        self.net = torch.compile(net) if cfg.compile else net
+        self.cur_lr = self.schedule.lr(self.global_step)
+        for g in self.optimizer.param_groups:
+            g["lr"] = self.cur_lr
+        self._sync_state()
+        for cb in self.callbacks:
+            if hasattr(cb, "on_train_begin"):
+                cb.on_train_begin(self.state)
+        if ckpt is None:
+            self._record()  # values before training
+
+    def _find_checkpoint(self) -> dict[str, Any] | None:
+        if self.ckpt_dir is None or not (self.ckpt_dir / CHECKPOINT_NAME).exists():
+            return None
+        path = self.ckpt_dir / CHECKPOINT_NAME
+        # on the CPU: random states must stay CPU tensors; load_state_dict copies to the device
+        ckpt = load_checkpoint(path, map_location="cpu")
+        old, new = ckpt["config"], self.cfg.to_dict()
+        diff = [k for k in new if k not in _RESUME_FREE_FIELDS and old.get(k) != new[k]]
+        if diff:
+            detail = "; ".join(f"{k}: {old.get(k)!r} in the checkpoint, {new[k]!r} now" for k in diff)
+            raise TrainConfigError(f"cannot resume from {path}: configuration differs ({detail}); "
+                                   "use the same configuration or another checkpoint_dir")
+        return ckpt
+
+    def _restore(self, ckpt: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.schedule.load_state_dict(ckpt["schedule"])
+        if self.scaler is not None and ckpt.get("scaler"):
+            self.scaler.load_state_dict(ckpt["scaler"])
+        pos = ckpt["position"]
+        self.epoch, self.step_in_epoch = int(pos["epoch"]), int(pos["step_in_epoch"])
+        self.global_step, self.finished = int(pos["global_step"]), bool(pos["finished"])
+        self.loss_sum, self.loss_n = float(ckpt["epoch_loss"][0]), int(ckpt["epoch_loss"][1])
+        self.curves.update(ckpt["curves"])
+        self.prior_wall = float(ckpt["wall_time_s"])
+        for cb, state in zip(self.callbacks, ckpt.get("callbacks", [])):
+            if state is not None and hasattr(cb, "load_state_dict"):
+                cb.load_state_dict(state)
+        rngs = ckpt["rng"]
+        # same world size: each rank its own stream; otherwise rank 0's (not bit-exact)
+        _set_rng_state(rngs[self.rank] if len(rngs) == self.world else rngs[0])
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def _checkpoint(self, name: str = CHECKPOINT_NAME) -> Path | None:
+        """Write a checkpoint (rank 0; every rank contributes its random state).
+
+        Without a ``checkpoint_dir`` only the non-finite-loss checkpoint is written,
+        into a fresh temporary folder (named in the error).
+        """
+        directory = self.ckpt_dir
+        if directory is None:
+            if name != NONFINITE_NAME:
+                return None
+            directory = Path(tempfile.mkdtemp(prefix="hacn-nonfinite-")) if self.rank == 0 else None
+        self._flush()
+        rng = _rng_state()
+        if self.world > 1:
+            import torch.distributed as dist
+
+            rngs: list[Any] = [None] * self.world
+            dist.all_gather_object(rngs, rng)
+        else:
+            rngs = [rng]
+        path = directory / name if directory is not None else None
+        if path is not None and self.rank == 0:
+            save_checkpoint({
+                "format": 1,
+                "config": self.cfg.to_dict(),
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "schedule": self.schedule.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                "rng": rngs,
+                "position": {"epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
+                             "global_step": self.global_step, "finished": self.finished},
+                "epoch_loss": [self.loss_sum, self.loss_n],
+                "curves": self.curves,
+                "callbacks": [cb.state_dict() if hasattr(cb, "state_dict") else None for cb in self.callbacks],
+                "wall_time_s": self._wall(),
+                "world_size": self.world,
+            }, path)
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+        self.last_ckpt_time = time.monotonic()
+        return path
+
+    def _wall(self) -> float:
+        return self.prior_wall + time.monotonic() - self.t_start
+
+    # -- loss bookkeeping ---------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Read the pending step losses (the one host sync), check them, add them up."""
+        pending = self.pending
+        if not pending:
+            return
+        if len(pending) == 1:
+            values = [pending[0][0].item()]
+        else:
+            values = torch.stack([p[0].float() for p in pending]).tolist()
+        bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+        if self.world > 1:
+            import torch.distributed as dist
+
+            first = pending[bad][2] if bad is not None else 2**62
+            flag = torch.tensor([first], dtype=torch.int64, device=self.comm_device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+            first = int(flag.item())
+            if first < 2**62:
+                bad = next((i for i, p in enumerate(pending) if p[2] >= first), len(pending) - 1)
+                bad_step = first
+            else:
+                bad_step = None
+        else:
+            bad_step = pending[bad][2] if bad is not None else None
+        good = values if bad is None else values[:bad]
+        world = self.world
+        for v, (_, n, _) in zip(good, pending):
+            self.loss_sum += v * n / world if world > 1 else v * n
+            self.loss_n += n
+        if good:
+            self.last_loss = good[-1]
+        pending.clear()
+        if bad_step is not None:
+            value = values[bad] if bad is not None and bad < len(values) else math.nan
+            path = self._checkpoint(NONFINITE_NAME)
+            raise NonFiniteLossError(bad_step, self.epoch, value, path, self.global_step)
+
+    # -- records and evaluation -----------------------------------------------------------
+
+    def _append(self, key: str, value: Any) -> None:
+        self.curves.setdefault(key, []).append(_jsonable(value))
+
+    def _record(self) -> None:
+        """Snapshot role-tagged parameters and callback values into the curves."""
+        self._append("record_step", self.global_step)
+        self._append("record_epoch", self.global_step / self.S)
+        with torch.no_grad():
+            for name, p, role in named_parameter_roles(self.model):
+                if role in TAGGED_ROLES:
+                    self._append(f"param/{name}", p.detach().float())
+        st = self.state if hasattr(self, "state") else None
+        if st is not None:
+            self._sync_state()
+        for fn in self.record_cbs:
+            out = fn(st)
+            if out:
+                for k, v in out.items():
+                    self._append(k, v)
+
+    def _sync_state(self) -> None:
+        st = self.state
+        st.epoch, st.step, st.step_in_epoch, st.lr = self.epoch, self.global_step, self.step_in_epoch, self.cur_lr
+
+    def _evaluate(self, split: _Split) -> dict[str, float]:
+        if self.world > 1:  # each rank updated its own running statistics (BatchNorm): use rank 0's
+            import torch.distributed as dist
+
+            for buf in self.model.buffers():
+                dist.broadcast(buf.data, 0)
+        bs = self.cfg.eval_batch_size or self.cfg.batch_size
+        return _evaluate_split(self.model, split, bs, self.metrics, self.forward, self.autocast, self.rank,
+                               self.world, self.comm_device)
+
+    # -- training ---------------------------------------------------------------------
+
+    def _micro(self, batch: Any, weight: float) -> Tensor:
+        """Forward, loss and backward of one micro batch; returns the weighted loss."""
+        if self.autocast is not None:
+            with torch.autocast(self.device.type, dtype=self.autocast):
+                out, target = self.forward(self.net, batch)
+                loss = self.loss_fn(out, target)
+        else:
+            out, target = self.forward(self.net, batch)
+            loss = self.loss_fn(out, target)
+        if weight != 1.0:
+            loss = loss * weight
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        return loss
+
+    def run(self) -> TrainResult:
+        cfg = self.cfg
+        self.last_ckpt_time = time.monotonic()
+        bar = None
+        if not self.quiet:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.total_steps, initial=self.global_step, unit="step", dynamic_ncols=True,
+                       desc=f"train {cfg.optimizer} lr={cfg.lr:g}", leave=True)
+        self.bar = bar
+        self.bar_time, self.bar_step = time.monotonic(), self.global_step
+        ckpt_secs = cfg.checkpoint_every_minutes * 60 if cfg.checkpoint_every_minutes else None
+        self.ckpt_secs = ckpt_secs
+        try:
+            while not self.finished and self.epoch < cfg.epochs:
+                self._run_epoch()
+                self._end_epoch()
+            self.finished = True
+            if bar is not None:
+                bar.update(self.global_step - bar.n)
+        finally:
+            if bar is not None:
+                bar.close()
+        metrics: dict[str, float] = {}
+        if self.curves.get("train_loss"):
+            metrics["train_loss"] = self.curves["train_loss"][-1]
+        for prefix, split in (("val", self.val), ("test", self.test)):
+            if split is not None:
+                if prefix == "val" and self.curves.get("eval_epoch", [None])[-1] == self.epoch:
+                    res = {m: self.curves[f"val_{m}"][-1] for m in self.metrics}
+                else:
+                    res = self._evaluate(split)
+                metrics.update({f"{prefix}_{k}": v for k, v in res.items()})
+        self._checkpoint()
+        return TrainResult(metrics, self.curves, str(self.device), self.global_step, self._wall(), cfg.to_dict())
+
+    def _run_epoch(self) -> None:
+        cfg = self.cfg
+        start = self.step_in_epoch
+        if start >= self.S:
+            return
+        perm = epoch_permutation(self.n_train, cfg.seed, self.epoch, cfg.shuffle)
+        split = self.train
+        if split.tensors is not None:
+            perm = perm.to(self.device)
+        else:
+            split.generator.manual_seed(_derive_seed(cfg.seed, self.epoch, 1))
+        plan = self.plan
+        if split.tensors is not None:  # index the on-device tensors directly (no generator per batch)
+            tensors = split.tensors
+            if len(tensors) == 2:
+                t0, t1 = tensors
+
+                def fetch(slc: slice) -> tuple[Tensor, ...]:
+                    idx = perm[slc]
+                    return t0[idx], t1[idx]
+            else:
+
+                def fetch(slc: slice) -> tuple[Tensor, ...]:
+                    idx = perm[slc]
+                    return tuple(t[idx] for t in tensors)
+        else:
+            it = split.batches(perm[slc] for s in range(start, self.S) for slc, _ in plan[s][1])
+
+            def fetch(slc: slice) -> Any:
+                return next(it)
+
+        fast_check = self.sync_every == 1 and self.world == 1  # CPU: read each loss at once
+        micro = self._micro
+        schedule, groups, optimizer, scaler = self.schedule, self.optimizer.param_groups, self.optimizer, self.scaler
+        clip, ddp = cfg.grad_clip, self.ddp
+        pending, sync_every, step_cbs = self.pending, self.sync_every, self.step_cbs
+        ckpt_every, record_steps = cfg.checkpoint_every_steps, cfg.record_every_steps
+        ckpt_secs, bar, last = self.ckpt_secs, self.bar, self.S - 1
+        for s in range(start, self.S):
+            lr = schedule.lr(self.global_step)
+            if lr != self.cur_lr:
+                for g in groups:
+                    g["lr"] = lr
+                self.cur_lr = lr
+            n_step, pieces = plan[s]
+            if len(pieces) == 1:
+                slc, weight = pieces[0]
+                step_loss = micro(fetch(slc), weight)
+            else:
+                step_loss = None
+                k = len(pieces) - 1
+                for i, (slc, weight) in enumerate(pieces):
+                    ctx = ddp.no_sync() if ddp is not None and i < k else contextlib.nullcontext()
+                    with ctx:
+                        d = micro(fetch(slc), weight).detach()
+                    step_loss = d if step_loss is None else step_loss + d
+            # the loss is checked before the update, so a bad loss never reaches the parameters
+            if fast_check:
+                v = step_loss.item()  # type: ignore[union-attr]
+                if math.isfinite(v):
+                    self.loss_sum += v * n_step
+                    self.loss_n += n_step
+                    self.last_loss = v
+                else:
+                    pending.append((step_loss, n_step, self.global_step))  # type: ignore[arg-type]
+                    self._flush()  # raises NonFiniteLossError
+            else:
+                pending.append((step_loss.detach(), n_step, self.global_step))  # type: ignore[union-attr]
+                if len(pending) >= sync_every or s == last:
+                    self._flush()
+            if scaler is not None:
+                if clip is not None:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], clip)
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                if clip is not None:
+                    torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], clip)
+                optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            self.global_step += 1
+            self.step_in_epoch = s + 1
+            if step_cbs:
+                self._sync_state()
+                for fn in step_cbs:
+                    fn(self.state)
+            if record_steps is not None and self.global_step % record_steps == 0:
+                self._record()
+            if ckpt_every is not None and self.global_step % ckpt_every == 0:
+                self._checkpoint()
+            elif ckpt_secs is not None and self._checkpoint_due(ckpt_secs):
+                self._checkpoint()
+            if bar is not None and time.monotonic() - self.bar_time > 0.5:
+                self._update_bar()
+
+    def _checkpoint_due(self, secs: float) -> bool:
+        due = time.monotonic() - self.last_ckpt_time >= secs
+        if self.world > 1:  # rank 0's clock decides for everyone
+            import torch.distributed as dist
+
+            flag = torch.tensor([1 if due else 0], dtype=torch.int64, device=self.comm_device)
+            dist.broadcast(flag, 0)
+            due = bool(flag.item())
+        return due
+
+    def _update_bar(self) -> None:
+        now = time.monotonic()
+        steps = self.global_step - self.bar_step
+        rate = steps * self.cfg.batch_size * self.cfg.accumulate / max(now - self.bar_time, 1e-9)
+        self.bar.update(self.global_step - self.bar.n)
+        self.bar.set_postfix(loss=f"{self.last_loss:.4g}", samples_per_s=f"{rate:.4g}", refresh=False)
+        self.bar_time, self.bar_step = now, self.global_step
+
+    def _end_epoch(self) -> None:
+        cfg = self.cfg
+        self._flush()
+        loss_sum, loss_n = self.loss_sum, self.loss_n
+        if self.world > 1:
+            import torch.distributed as dist
+
+            t = torch.tensor([loss_sum], dtype=torch.float64, device=self.comm_device)
+            dist.all_reduce(t)
+            loss_sum = float(t.item())
+        train_loss = loss_sum / max(loss_n, 1)
+        self.epoch += 1
+        self.step_in_epoch = 0
+        self.loss_sum, self.loss_n = 0.0, 0
+        self._append("epoch", self.epoch)
+        self._append("step", self.global_step)
+        self._append("train_loss", train_loss)
+        self._append("lr", self.cur_lr)
+        self._append("time_s", self._wall())
+        watched = train_loss if cfg.plateau_metric == "train_loss" else None
+        if self.val is not None and (self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs):
+            res = self._evaluate(self.val)
+            self._append("eval_epoch", self.epoch)
+            for k, v in res.items():
+                self._append(f"val_{k}", v)
+            if cfg.plateau_metric != "train_loss":
+                watched = res.get(cfg.plateau_metric[4:])
+        if watched is not None:
+            self.schedule.observe(watched)
+        if cfg.record_every_steps is None and cfg.record_every and self.epoch % cfg.record_every == 0:
+            self._record()
+        if self.state.stop or self.epoch == cfg.epochs:
+            self.finished = True
+            if self.curves["record_step"][-1] != self.global_step:
+                self._record()  # the final values are always recorded
+        if self.bar is not None:
+            self._update_bar()
+
+
+def _backend() -> str:
+    import torch.distributed as dist
+
+    return dist.get_backend()
+
+
+def _init_distributed(device_spec: str) -> tuple[int, int, int | None]:
+    """(rank, world size, local rank); joins the process group when run by torchrun."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return 0, 1, None
+    if not dist.is_initialized():
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+            return 0, 1, None
+        use_cuda = device_spec.startswith("cuda") or (device_spec == "auto" and torch.cuda.is_available())
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    local = os.environ.get("LOCAL_RANK")
+    return dist.get_rank(), dist.get_world_size(), int(local) if local is not None else None
+
+
+@contextlib.contextmanager
+def _fast_paths(device: torch.device, tf32: bool) -> Iterator[None]:
+    """TF32 matmuls and cudnn autotuning on CUDA for the duration of the run."""
+    if device.type != "cuda":
+        yield
+        return
+    old_prec, old_bench = torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark
+    if tf32:
+        torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.benchmark = True
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old_prec)
+        torch.backends.cudnn.benchmark = old_bench
+
+
+def fit(model: nn.Module, train: Any, config: TrainConfig | Mapping[str, Any], *, val: Any = None,
+        test: Any = None, loss_fn: Callable[[Any, Any], Tensor] | None = None,
+        forward: Callable[[nn.Module, Any], tuple[Any, Any]] | None = None,
+        batch_to_device: Callable[[Any, torch.device], Any] | None = None, collate_fn: Callable | None = None,
+        metrics: Mapping[str, Callable[[Any, Any], Tensor]] | None = None,
+        callbacks: Sequence[Callback | Callable[[TrainState], Mapping[str, Any] | None]] = (),
+        checkpoint_dir: str | os.PathLike | None = None, progress: bool | None = None) -> TrainResult:
+    """Train ``model`` on ``train`` as ``config`` says; return metrics and curves.
+
+    Parameters
+    ----------
+    train, val, test
+        ``(X, y)`` tensors / ``TensorDataset`` (kept on the device, batched by
+        index) or any ``Dataset`` (read by a DataLoader; ``collate_fn`` for
+        custom batches such as torch-geometric graphs).
+    loss_fn
+        ``loss_fn(output, target) -> scalar``, a mean over the batch (plus any
+        batch-independent terms, e.g. an ELBO's prior: close over the model and
+        the dataset size). Default: cross-entropy with ``config.label_smoothing``.
+        Also reported as the ``loss`` metric (the default reports plain
+        cross-entropy, without smoothing).
+    forward
+        ``forward(model, batch) -> (output, target)``; default ``model(*X), y`` for
+        tuples and ``model(batch), batch.y`` for objects with ``.y``.
+    batch_to_device
+        ``fn(batch, device)`` for DataLoader batches; default moves tensors,
+        containers and objects with ``.to``.
+    metrics
+        ``{name: fn(output, target) -> scalar batch mean}`` for validation/test;
+        default ``{"accuracy": accuracy}``. ``loss`` is always added.
+    callbacks
+        :class:`Callback` objects or functions ``fn(state) -> dict`` (records).
+    checkpoint_dir
+        Where ``last.pt`` is written (every ``checkpoint_every_steps`` steps /
+        ``checkpoint_every_minutes`` minutes, and at the end). If it exists, the
+        run resumes from it; a finished run is not trained again.
+    progress
+        tqdm progress bar with loss and throughput; off when False or when
+        ``$HACN_QUIET=1``.
+
+    Raises :class:`NonFiniteLossError` when the loss becomes NaN/inf (after
+    saving ``nonfinite.pt`` in ``checkpoint_dir``, or in a temporary folder
+    named in the message) and :class:`TrainConfigError`
+    for a configuration that cannot work with the given data.
+    """
+    cfg = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config)
+    run = _Run(model, train, cfg, val=val, test=test, loss_fn=loss_fn, forward=forward,
+               batch_to_device=batch_to_device, collate_fn=collate_fn, metrics=metrics, callbacks=callbacks,
+               checkpoint_dir=checkpoint_dir, progress=progress)
+    with _fast_paths(run.device, cfg.tf32):
+        run.setup()
+        return run.run()

@@ -1,0 +1,111 @@
+"""Worker for tests/test_ddp.py, launched as ``torchrun --nproc_per_node=2 _ddp_worker.py OUT``.
+
+Trains the same small problem as the single-process reference (``problem()``),
+then a run killed after step 3 and resumed from its step-2 checkpoint, then a
+run whose loss is NaN on rank 1 only. Rank 0
+writes what it saw to ``OUT/rank0.pt``; every rank writes how many checkpoint
+files it wrote to ``OUT/saves_rank<r>.txt`` and the step its NaN error named to
+``OUT/nan_rank<r>.txt``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import hacn_core.training as training
+from hacn_core.training import Callback, TrainConfig, fit
+
+
+class Net(nn.Module):
+    def __init__(self, dropout: float = 0.0) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Linear(5, 12)
+        self.drop = nn.Dropout(dropout)
+        self.b = nn.Linear(12, 3)
+
+    def forward(self, x):
+        return self.b(self.drop(F.relu(self.a(x))))
+
+
+def problem():
+    """Data and configuration shared with the single-process reference.
+
+    70 samples, global batch 8 with accumulate=2: 5 steps per epoch, the last one
+    has 6 samples (micro batches of 6 and 0 -> uneven shards and loss weights).
+    """
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(70, 5, generator=g)
+    y = X[:, :3].argmax(1)
+    val = (X[:21], y[:21])
+    cfg = TrainConfig(epochs=3, batch_size=8, accumulate=2, lr=0.05, optimizer="sgd", momentum=0.9,
+                      schedule="cosine", warmup_epochs=1, grad_clip=5.0, checkpoint_every_steps=2, seed=4)
+    return (X, y), val, cfg
+
+
+class KillAt(Callback):
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def on_step_end(self, state):
+        if state.step == self.at:
+            raise RuntimeError("killed")
+
+
+def main(out: Path) -> None:
+    import torch.distributed as dist
+
+    saves = []
+    real_save = training.save_checkpoint
+
+    def counting_save(obj, path):
+        saves.append(str(path))
+        return real_save(obj, path)
+
+    training.save_checkpoint = counting_save
+    train, val, cfg = problem()
+    model = Net()
+    res = fit(model, train, cfg, val=val, progress=False)
+    rank = dist.get_rank()
+    # kill + resume with dropout (per-rank random streams must come back)
+    ck = out / "ck"
+    straight = Net(dropout=0.2)
+    fit(straight, train, cfg, val=val, progress=False)
+    try:
+        fit(Net(dropout=0.2), train, cfg, val=val, callbacks=[KillAt(3)], checkpoint_dir=ck, progress=False)
+    except RuntimeError as err:
+        assert "killed" in str(err)
+    resumed = Net(dropout=0.2)
+    with torch.no_grad():
+        for p in resumed.parameters():
+            p.add_(1.0)  # a different start: the checkpoint must restore it
+    fit(resumed, train, cfg, val=val, checkpoint_dir=ck, progress=False)
+    # a NaN on rank 1 only (its 3rd micro batch = step 1): every rank must stop at that step, none may hang
+    calls = []
+
+    def nan_on_rank1(output, target):
+        calls.append(1)
+        loss = F.cross_entropy(output, target)
+        return loss * float("nan") if rank == 1 and len(calls) == 3 else loss
+
+    try:
+        fit(Net(), train, cfg, loss_fn=nan_on_rank1, checkpoint_dir=out / "nan", progress=False)
+        nan_step = -1
+    except training.NonFiniteLossError as err:
+        nan_step = err.step
+    (out / f"nan_rank{rank}.txt").write_text(str(nan_step))
+    (out / f"saves_rank{rank}.txt").write_text(str(len(saves)))
+    if rank == 0:
+        torch.save({
+            "params": model.state_dict(), "curves": res.curves, "metrics": res.metrics, "world": dist.get_world_size(),
+            "straight": straight.state_dict(), "resumed": resumed.state_dict(),
+        }, out / "rank0.pt")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

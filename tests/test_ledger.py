@@ -1,0 +1,108 @@
+import math
+
+import pytest
+
+from hacn_core import experiments as E
+from hacn_core.__main__ import main
+from hacn_core.ledger import estimate, ledger_rows, ledger_table, status_counts
+from hacn_core.paper_items import PAPER_ITEMS, item
+from hacn_core.results import ResultsStore
+
+ITEM = "awnn/table1/spiral-fixed-accuracy"  # paper: 99.5 (0.5)
+
+
+def _toy_train(config, context):
+    return {"metrics": {"test_acc": config["acc"]}, "curves": {"loss": [1.0, 0.1]}}
+
+
+@pytest.fixture
+def toy_experiment():
+    def configs(accs):
+        return lambda: [{"acc": a, "seed": s, "scale": "x"} for s, a in enumerate(accs)]
+
+    experiment = E.Experiment(
+        id="toy-ledger",
+        title="toy",
+        train=_toy_train,
+        configs={"smoke": configs([0.5, 0.6]), "paper": configs([0.995, 0.993, 0.997])},
+        setting={"smoke": "tiny", "paper": "the paper's"},
+        links=(E.Link(ITEM, "test_acc", {"scale": "x"}, scale=100.0, tolerance=0.3),),
+    )
+    E.register(experiment)
+    yield experiment
+    del E._REGISTRY["toy-ledger"]
+
+
+def test_estimate_is_mean_with_student_t_interval():
+    est = estimate([1.0, 2.0, 3.0])
+    assert est.mean == 2.0 and est.n == 3
+    assert math.isclose(est.half_width, 4.302652729911275 * 1.0 / math.sqrt(3), rel_tol=1e-9)
+    single = estimate([0.25])
+    assert single.n == 1 and math.isnan(single.half_width) and str(single) == "0.25"
+    with pytest.raises(ValueError):
+        estimate([])
+
+
+def test_ledger_has_one_row_per_paper_item_and_starts_not_run(tmp_path):
+    store = ResultsStore(tmp_path)
+    table = ledger_table(store)
+    assert len(table) == len(PAPER_ITEMS) and table["id"].is_unique
+    assert set(table["status"]) == {"not run"}
+    assert sum(status_counts(store).values()) == len(PAPER_ITEMS)
+
+
+def test_scaled_runs_are_labelled_and_never_called_reproduced(tmp_path, toy_experiment):
+    store = ResultsStore(tmp_path)
+    E.run("toy-ledger", "smoke", store=store, progress=False)
+    row = next(r for r in ledger_rows(store) if r.item.id == ITEM)
+    assert row.status == "scaled analogue" and row.seeds == (0, 1)
+    assert math.isclose(row.ours.mean, 55.0)
+    assert row.setting.startswith("scaled (tiny")
+
+
+def test_paper_setting_runs_are_compared_with_the_tolerance(tmp_path, toy_experiment):
+    store = ResultsStore(tmp_path)
+    E.run("toy-ledger", "smoke", store=store, progress=False)
+    E.run("toy-ledger", "paper", store=store, progress=False)
+    row = next(r for r in ledger_rows(store) if r.item.id == ITEM)
+    # Paper-setting runs win and are not mixed with the scaled ones.
+    assert row.status == "reproduced" and row.ours.n == 3 and math.isclose(row.ours.mean, 99.5)
+    assert item(ITEM).paper_value == 99.5
+
+
+def test_paper_setting_outside_tolerance_differs(tmp_path, toy_experiment):
+    store = ResultsStore(tmp_path)
+    object.__setattr__(toy_experiment.links[0], "tolerance", 0.0001)
+    try:
+        E.run("toy-ledger", "paper", store=store, where={"seed": 1}, progress=False)  # 99.3 vs 99.5
+        row = next(r for r in ledger_rows(store) if r.item.id == ITEM)
+        assert row.status == "differs" and row.ours.n == 1
+    finally:
+        object.__setattr__(toy_experiment.links[0], "tolerance", 0.3)
+
+
+def test_registry_errors_name_the_choices(toy_experiment):
+    with pytest.raises(KeyError, match="toy-ledger"):
+        E.get("no-such-experiment")
+    with pytest.raises(ValueError, match="has no 'book' profile; it has: smoke, paper"):
+        toy_experiment.runs("book")
+    with pytest.raises(ValueError, match="registered twice"):
+        E.register(E.Experiment("toy-ledger", "again", _toy_train, {}, {}))
+
+
+def test_every_link_of_every_experiment_points_at_a_paper_item():
+    ids = {i.id for i in PAPER_ITEMS}
+    for experiment in E.registry().values():
+        for link in experiment.links:
+            assert link.item in ids, (experiment.id, link.item)
+        for profile in experiment.configs:
+            assert experiment.runs(profile), (experiment.id, profile)
+
+
+def test_command_line_run_list_and_ledger(tmp_path, capsys, toy_experiment):
+    assert main(["list"]) == 0
+    assert "toy-ledger: toy" in capsys.readouterr().out
+    assert main(["run", "toy-ledger", "--profile", "smoke", "--where", "seed=1", "--results", str(tmp_path)]) == 0
+    assert "seed=1: test_acc=0.6" in capsys.readouterr().out
+    assert main(["ledger", "--results", str(tmp_path)]) == 0
+    assert "scaled analogue" in capsys.readouterr().out

@@ -1,0 +1,57 @@
+"""Strip execution noise from notebooks: outputs, counts and volatile metadata.
+
+Outputs are kept only in cells marked ``# NBVAL_CHECK_OUTPUT`` (nbval compares
+them) and only when ``--execute`` produced them from a fresh run under the smoke
+profile. Usage: ``python tools/strip_outputs.py [--execute] notebooks/*.ipynb``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import nbformat
+
+CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
+
+
+def execute(nb: nbformat.NotebookNode, path: str) -> None:
+    from nbclient import NotebookClient
+
+    os.environ["HACN_PROFILE"] = "smoke"
+    os.environ["HACN_QUIET"] = "1"
+    os.environ.setdefault("HACN_RESULTS", __import__("tempfile").mkdtemp(prefix="hacn-strip-"))
+    NotebookClient(nb, timeout=600, resources={"metadata": {"path": os.path.dirname(path)}}).execute()
+
+
+def strip(nb: nbformat.NotebookNode) -> None:
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        if cell.cell_type != "code":
+            continue
+        keep = cell.source.lstrip().startswith(CHECK_MARK)
+        if not keep:  # nbval wants the count of a reference cell that has outputs
+            cell.execution_count = None
+        cell.outputs = [o for o in cell.outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"] if keep else []
+        for output in cell.outputs:
+            output.pop("execution_count", None)
+    nb.metadata.pop("widgets", None)
+    nb.metadata["language_info"] = {"name": "python"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--execute", action="store_true", help="run under the smoke profile first")
+    parser.add_argument("notebooks", nargs="+")
+    args = parser.parse_args()
+    for path in args.notebooks:
+        nb = nbformat.read(path, as_version=4)
+        if args.execute:
+            execute(nb, path)
+        strip(nb)
+        nbformat.write(nb, path)
+        print(f"stripped {path}")
+
+
+if __name__ == "__main__":
+    main()
