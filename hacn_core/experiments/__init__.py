@@ -13,6 +13,7 @@ all. Run one from the shell with ``python -m hacn_core run <id> --profile book``
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,11 @@ from hacn_core.profiles import PROFILES, check_profile
 from hacn_core.results import ResultsStore, RunResult, TrainFn, config_hash, run_or_load
 
 # Modules that define experiments; each calls ``register`` at import time.
-EXPERIMENT_MODULES: tuple[str, ...] = ("hacn_core.experiments.awnn_tabular",)
+EXPERIMENT_MODULES: tuple[str, ...] = (
+    "hacn_core.experiments.awnn_tabular",
+    "hacn_core.experiments.exact_checks",
+    "hacn_core.experiments.gates_mnist",
+)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,8 @@ def run(
     experiment = get(experiment_id)
     configs = [c for c in experiment.runs(profile) if all(c.get(k) == v for k, v in (where or {}).items())]
     results = []
-    for config in tqdm(configs, desc=experiment_id, disable=not progress or len(configs) < 2, leave=False):
+    quiet = not progress or os.environ.get("HACN_QUIET") == "1" or len(configs) < 2
+    for config in tqdm(configs, desc=experiment_id, disable=quiet, leave=False):
         results.append(
             run_or_load(
                 experiment.id,

@@ -1,0 +1,84 @@
+"""Exact items: numbers the papers state that follow from a definition, not from training.
+
+One cheap run computes each of them from the library itself (a connectivity
+strength from the rule, a parameter count from the model, a dataset size from
+the generator or the offline files), so the ledger can compare them with the
+papers like any trained result. Every profile computes the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from hacn_core.connectivity import total_connectivity_strength
+from hacn_core.data import load_tudataset, synthetic_dataset
+from hacn_core.experiments import Experiment, Link, register
+from hacn_core.models.mixer import MixerConfig, MLPMixer, num_parameters
+from hacn_core.models.resnet_cifar import preact_resnet, wide_resnet
+from hacn_core.results import RunContext
+
+
+def _count(build) -> int:
+    with torch.device("meta"):  # counts parameters without allocating them
+        return num_parameters(build())
+
+
+def compute_exact_items(config: dict[str, Any], context: RunContext) -> dict[str, Any]:
+    """Connectivity strengths, parameter overheads and dataset sizes (see module docstring)."""
+    layers = 16
+    mixer = {k: config[k] for k in ("image_size", "in_channels", "num_classes")}
+    metrics: dict[str, float] = {
+        # H-ACN Sec. 4: Gamma = ||a||_2 / sqrt(L) for a = 0 (ACN) and a = 1 (ResNet).
+        "gamma_acn": total_connectivity_strength(torch.zeros(layers)),
+        "gamma_resnet": total_connectivity_strength(torch.ones(layers)),
+        # H-ACN Fig. 7: extra parameters of the 16-layer H-ACN Mixer over the ResNet Mixer,
+        # with the paper's depth-adaptive LayerNorm off and on (Eq. 7 adds one s per layer).
+        "mixer_extra_params": _count(lambda: MLPMixer(MixerConfig(**mixer, rule="hacn", depth_ln="none")))
+        - _count(lambda: MLPMixer(MixerConfig(**mixer, rule="resnet", depth_ln="none"))),
+        "mixer_extra_params_with_depthln": _count(lambda: MLPMixer(MixerConfig(**mixer, rule="hacn", depth_ln="paper")))
+        - _count(lambda: MLPMixer(MixerConfig(**mixer, rule="resnet", depth_ln="none"))),
+        # Residual Gates Sec. 3.2 and Table 6: one k per residual block.
+        "gated_resnet5_extra_params": _count(lambda: preact_resnet(5, gated=True)) - _count(lambda: preact_resnet(5)),
+        "gated_wrn_4_10_extra_params": _count(lambda: wide_resnet(28, 10, gated=True)) - _count(lambda: wide_resnet(28, 10)),
+        "wrn_4_10_params_millions": _count(lambda: wide_resnet(28, 10, gated=True)) / 1e6,
+    }
+    # AWNN Table 2: sizes of the synthetic tasks (our generators) and of NCI1 (offline files).
+    for name in ("DoubleMoon", "Spiral", "SpiralHard"):
+        metrics[f"{name.lower()}_samples"] = len(synthetic_dataset(name, 0)[1])
+    if config["with_nci1"]:
+        nci1 = load_tudataset("NCI1")
+        metrics["nci1_samples"] = len(nci1)
+        metrics["nci1_features"] = nci1.num_node_features
+    return {"metrics": metrics, "device": "cpu"}
+
+
+def _configs() -> list[dict[str, Any]]:
+    return [{"image_size": 32, "in_channels": 3, "num_classes": 10, "with_nci1": True, "seed": 0}]
+
+
+_LINKS = (
+    ("hacn/sec4/gamma-acn", "gamma_acn", 0.0),
+    ("hacn/sec4/gamma-resnet", "gamma_resnet", 0.0),
+    ("hacn/fig7/extra-parameters", "mixer_extra_params", 0.0),
+    ("gates/sec3.2/extra-parameters-resnet5", "gated_resnet5_extra_params", 0.0),
+    ("gates/sec3.2/extra-parameters-wrn-4-10", "gated_wrn_4_10_extra_params", 0.0),
+    ("gates/table6/wrn-4-10-parameters", "wrn_4_10_params_millions", 0.05),  # the paper rounds to 0.1M
+    ("awnn/table2/doublemoon-samples", "doublemoon_samples", 0.0),
+    ("awnn/table2/spiral-samples", "spiral_samples", 0.0),
+    ("awnn/table2/spiralhard-samples", "spiralhard_samples", 0.0),
+    ("awnn/table2/nci1-samples", "nci1_samples", 0.0),
+    ("awnn/table2/nci1-features", "nci1_features", 0.0),
+)
+
+register(
+    Experiment(
+        id="exact-checks",
+        title="Numbers that follow from definitions: connectivity strengths, parameter counts, dataset sizes",
+        train=compute_exact_items,
+        configs={"smoke": _configs, "book": _configs, "paper": _configs},
+        setting={p: "exact computation from the library (CIFAR-sized models, offline NCI1)" for p in ("smoke", "book", "paper")},
+        links=tuple(Link(item, metric, tolerance=tol) for item, metric, tol in _LINKS),
+    )
+)
