@@ -19,6 +19,7 @@ another folder (tests and nbval point it at a temporary one).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import math
@@ -123,8 +124,13 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
+@functools.lru_cache(maxsize=1)
 def code_version() -> dict[str, Any]:
-    """Git commit of the library and whether the working tree had uncommitted changes."""
+    """Git commit of the library and whether its tracked files had uncommitted changes.
+
+    Read once per process, at the first run: the code a process runs is the code
+    it imported when it started, whatever is committed while it trains.
+    """
     commit = _git("rev-parse", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no", "--", "hacn_core")
     return {"git_commit": commit, "git_dirty": bool(dirty) if dirty is not None else None}
@@ -302,13 +308,14 @@ def run_or_load(
             f"python -m hacn_core run {experiment} --profile {profile or 'book'}"
         )
     context = RunContext(experiment, store.checkpoint_dir(experiment, config), progress)
+    version = code_version()  # before training: the commit the process is running
     started = time.perf_counter()
     out = train(dict(config), context)
     wall = time.perf_counter() - started
     if "metrics" not in out:
         raise ResultError(f"training function of {experiment} returned no 'metrics'")
     provenance = {
-        **code_version(),
+        **version,
         "device": device_description(out.get("device")),
         "versions": library_versions(),
         "wall_time_s": round(wall, 3),
