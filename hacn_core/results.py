@@ -161,7 +161,9 @@ def library_versions() -> dict[str, str]:
     """Versions of Python and the libraries a run depends on."""
     from importlib import metadata
 
-    versions = {"python": sys.version.split()[0]}
+    import torch
+
+    versions = {"python": sys.version.split()[0], "torch_build": torch.__version__}  # e.g. 2.13.0+cu130
     for dist in ("torch", "torchvision", "torch-geometric", "numpy", "hacn-core"):
         try:
             versions[dist] = metadata.version(dist)
