@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -333,6 +334,10 @@ def run_or_load(
         provenance=provenance,
         profile=profile,
     )
+    concurrent = store.load(experiment, config)
+    if concurrent is not None:  # another process stored this configuration while we trained
+        warnings.warn(f"{store.path_for(experiment, config)} was written by another run meanwhile; keeping it")
+        return concurrent
     store.save(result)
     shutil.rmtree(context.checkpoint_dir, ignore_errors=True)  # the stored result supersedes them
     return result

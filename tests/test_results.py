@@ -144,3 +144,17 @@ def test_checkpoints_live_in_the_store_and_go_once_the_result_is_saved(tmp_path)
     assert seen[0] == tmp_path / ".checkpoints" / "exp-a" / config_hash(CONFIG)
     assert not seen[0].exists()
     assert [r.experiment for r in store.iter_results()] == ["exp-a"]  # the hidden folder is not an experiment
+
+
+def test_a_result_stored_by_another_process_meanwhile_is_kept(tmp_path):
+    store = ResultsStore(tmp_path)
+
+    def train(config, context):
+        # another process finishes the same configuration while this one trains
+        run_or_load("exp-a", config, lambda c, ctx: {"metrics": {"acc": 0.5}}, store=store)
+        return {"metrics": {"acc": 0.9}}
+
+    with pytest.warns(UserWarning, match="written by another run"):
+        result = run_or_load("exp-a", CONFIG, train, store=store)
+    assert result.metrics == {"acc": 0.5}
+    assert store.load("exp-a", CONFIG).metrics == {"acc": 0.5}
