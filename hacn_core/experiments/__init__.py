@@ -28,6 +28,7 @@ EXPERIMENT_MODULES: tuple[str, ...] = (
     "hacn_core.experiments.awnn_tabular",
     "hacn_core.experiments.exact_checks",
     "hacn_core.experiments.gates_mnist",
+    "hacn_core.experiments.awnn_init",
 )
 
 
