@@ -112,8 +112,8 @@ register(
         configs={"smoke": _smoke, "book": _paper, "paper": _paper},
         setting={
             "smoke": "5 epochs, 2 seeds",
-            "book": "paper's budget (500/1000/5000 epochs), 10 seeds, CPU",
-            "paper": "paper's budget (500/1000/5000 epochs), 10 seeds",
+            "book": "paper's budget and selected width, 10 seeds; layers, activation and lr are our pick from its grid",
+            "paper": "paper's budget and selected width, 10 seeds; layers, activation and lr are our pick from its grid",
         },
         links=tuple(
             Link(f"awnn/table1/{d.lower()}-fixed-accuracy", "test_acc", {"dataset": d}, scale=100.0, tolerance=1.0)
