@@ -53,8 +53,9 @@ place. Consequences:
 * surviving neurons keep their values and optimizer state across resizes; new
   neurons start with zero state (Adam's shared ``step`` counter is kept);
 * the stores grow geometrically (``capacity_growth``, default doubling) and only
-  then are reallocated (state copied); spare capacity is pre-drawn from the
-  growth distribution, so growing into it costs no work at all;
+  then are reallocated (state copied); new neurons are drawn when they appear
+  (``AWNNConfig(prefill=True)`` pre-draws the spare capacity instead, at the cost
+  of bit-exact resumption);
 * a neuron that leaves the active width leaves the parameter and the state: no
   gradient, momentum or weight decay can touch it; if it returns it is drawn
   afresh with zero state;
@@ -67,9 +68,15 @@ the per-op bookkeeping of autograd dominates the small MLPs of the paper.
 ``benchmarks/bench_awnn.py`` measures the per-step cost against a fixed MLP.
 
 Pass the optimizer to :meth:`AdaptiveMLP.update_width` (or attach it once with
-:meth:`AdaptiveMLP.attach_optimizer`). Fused optimizers (``fused=True``) assume
-contiguous parameters and are refused; the default for-loop and ``foreach``
-implementations work on the strided views.
+:meth:`AdaptiveMLP.attach_optimizer`); with :func:`hacn_core.training.fit`, pass an
+:class:`ELBOLoss` as ``loss_fn`` and a :class:`WidthCallback`, which does both and
+logs widths, rates and the ELBO terms per epoch.
+
+``AWNNConfig(importance_norm="active")`` renormalises the importances over the
+active neurons, as the public code does; the default follows Eq. 14 as written.
+
+Fused optimizers (``fused=True``) assume contiguous parameters and are refused; the
+default for-loop and ``foreach`` implementations work on the strided views.
 """
 
 from __future__ import annotations
@@ -85,12 +92,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hacn_core.roles import tag
+from hacn_core.training import Callback, TrainState
 
 ACTIVATIONS: tuple[str, ...] = ("relu", "leaky_relu", "relu6", "tanh")
 INITS: tuple[str, ...] = ("kaiming_plus", "kaiming")
 GROW_INITS: tuple[str, ...] = ("normal", "kaiming_plus")
 LIKELIHOODS: tuple[str, ...] = ("categorical", "gaussian")
 INTERPOLATIONS: tuple[str, ...] = ("linear", "geometric")
+#: ``none``: Eq. 14 as written; ``active``: importances renormalised over the active neurons (public code)
+IMPORTANCE_NORMS: tuple[str, ...] = ("none", "active")
 
 #: rate of the tabular experiments (Appendix C.1, Table 3)
 DEFAULT_RATE = 0.01
@@ -140,6 +150,32 @@ def importances(nu: Tensor | float, width: int) -> Tensor:
     nu_t = torch.as_tensor(nu)
     dtype = nu_t.dtype if nu_t.is_floating_point() else torch.get_default_dtype()
     return discretized_exponential(torch.arange(width, dtype=dtype, device=nu_t.device), nu_t.to(dtype))
+
+
+def importance_scale(nu: float, norm_width: int | None = None) -> float:
+    """The constant factor ``c`` of ``f(j) = c q^j`` (``q = e^{-nu}``) used in Eq. 14.
+
+    ``c = 1 - q`` for Eq. 12 as written (``norm_width=None``). With ``norm_width = M``
+    the importances are renormalised over the first ``M`` neurons,
+    ``p(j) = f(j) / sum_{i<M} f(i)``, so ``c = (1 - q) / (1 - q^M)`` and the ``M``
+    importances sum to 1 (``importance_norm="active"``, the public code's behaviour).
+    """
+    if norm_width is None:
+        return -math.expm1(-nu)
+    return math.expm1(-nu) / math.expm1(-nu * norm_width)
+
+
+def importance_log_shift(nu: float, norm_width: int | None = None) -> float:
+    """``s`` in ``d log f(j) / d nu = s - j`` (the rate gradient of Eq. 14's importances).
+
+    Eq. 12: ``s = 1 / (e^nu - 1)``; renormalised over ``M`` neurons it loses
+    ``M / (e^{nu M} - 1)``, the derivative of ``log(1 - e^{-nu M})``. That term removes
+    the pull of a uniform gain on ``nu``: ``sum_{j<M} p(j) (s - j) = 0``.
+    """
+    shift = 1.0 / math.expm1(nu)
+    if norm_width is not None:
+        shift -= norm_width / math.expm1(nu * norm_width)
+    return shift
 
 
 def importance_mass(nu: float, width: int) -> float:
@@ -593,15 +629,15 @@ def _ones_column(x: Tensor) -> Tensor:
 
 def _fused_forward(x: Tensor, nus: list[float], spec: tuple, rhos: Sequence[Tensor]):
     """Forward of :class:`_AdaptiveMLPFunction`: output and the intermediates of the backward."""
-    positions, activation, slope, bias = spec
+    positions, activation, slope, bias, norms = spec
     ones = _ones_column(x) if bias else None
     buf = torch.cat((ones, x), 1) if bias else x  # [1 | x]: the dummy input of the bias
     bufs, acts, fs = [buf], [], []
     zero = _zero(x)
-    for nu, j, rho in zip(nus, positions, rhos):
+    for nu, j, rho, m in zip(nus, positions, rhos, norms):
         a = _act_(torch.mm(buf, rho.t()), activation, slope)
-        f = torch.pow(math.exp(-nu), j)  # q^j; the factor 1 - q is applied with it:
-        h = torch.addcmul(zero, a, f, value=-math.expm1(-nu))  # h = a * q^j (1 - q)
+        f = torch.pow(math.exp(-nu), j)  # q^j; the constant factor is applied with it:
+        h = torch.addcmul(zero, a, f, value=importance_scale(nu, m))  # h = a * q^j (1 - q) [/ (1 - q^M)]
         buf = torch.cat((ones, h), 1) if bias else h
         bufs.append(buf)
         acts.append(a)
@@ -618,6 +654,9 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
     ``dL/d rho = g^T [1 | h_prev]``, ``dL/dz = act'(z) t`` (from the saved ``a``),
     ``dL/d nu = sum_{b,j} t a (1 / (e^nu - 1) - j)`` since
     ``df_j/dnu = f_j (1 / (e^nu - 1) - j)``, and ``dnu / draw = 1 - e^{-nu}``.
+    With renormalised importances (``spec``'s per-layer ``M``, see
+    :func:`importance_scale`) the constant factor and the shift change
+    (:func:`importance_log_shift`).
 
     Same arithmetic as autograd would do, minus its per-op bookkeeping, which
     dominates for the small MLPs of the paper (``tests/test_awnn.py`` checks the
@@ -639,7 +678,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g: Tensor):
-        positions, activation, slope, bias = ctx.spec
+        positions, activation, slope, bias, norms = ctx.spec
         nus, bufs, acts, fs = ctx.nus, ctx.bufs, ctx.acts, ctx.fs
         x, *rhos = ctx.saved_tensors
         if bufs is None:  # a second backward through this graph: recompute
@@ -666,7 +705,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
             gh = g.mm(rhos[layer])
             gh = gh[:, 1:] if bias else gh
             k = layer - 1
-            t = torch.addcmul(_zero(gh), gh, fs[k], value=-math.expm1(-nus[k]))  # dL/dh * f
+            t = torch.addcmul(_zero(gh), gh, fs[k], value=importance_scale(nus[k], norms[k]))  # dL/dh * f
             if need[1]:
                 # s_j = sum_b t_bj a_bj = sum_b dL/dh_bj h_bj = sum_i W_ij dL/dW_ij: the last
                 # form costs out x D instead of batch x D (the output layer is narrow)
@@ -676,7 +715,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
                     s_k = torch.linalg.vecdot(w, gw, dim=0)
                 else:
                     s_k = torch.linalg.vecdot(t, acts[k], dim=0)
-                g_nu.append(torch.dot(s_k, positions[k] - 1.0 / math.expm1(nus[k])))
+                g_nu.append(torch.dot(s_k, positions[k] - importance_log_shift(nus[k], norms[k])))
             g = act_backward(t, acts[k], slope)
         g_raw = None
         if need[1]:
@@ -706,6 +745,24 @@ class AWNNConfig:
     ``capacity_growth`` is the factor by which the stores grow; after ``pack_after``
     steps without a width change the layers drop their spare columns so that the
     parameters are contiguous again (``None``: never).
+
+    ``importance_norm``: ``none`` uses Eq. 12's ``f(j)`` in Eq. 14, as the paper
+    writes it (the first ``D`` importances then hold mass ``1 - e^{-nu D} ~ k``);
+    ``active`` renormalises them over the ``D`` active neurons,
+    ``p(j) = f(j) / sum_{i<D} f(i)``, as the public code does (its truncated
+    distribution returns a renormalised probability vector). The two differ in the
+    gradient of ``nu``: with ``none``, any pressure to scale all activations up
+    (cross-entropy on separable data always wants larger logits) raises ``nu``,
+    because raising ``nu`` raises the mass of the ``D`` active neurons; with
+    ``active`` that mass is always 1 and only the distribution of importance among
+    neurons moves ``nu`` (see ``notebooks/awnn_02_tabular.ipynb``). Kaiming+ uses
+    the same importances.
+
+    ``prefill=True`` draws the future neurons of the spare capacity when a store
+    grows (``grow_init="normal"`` only), so that growing into it costs nothing; the
+    draws then depend on the capacity history, which a checkpoint does not hold, so a
+    resumed run no longer repeats the uninterrupted one bit for bit. The default draws
+    each new neuron when it appears, from the random state the trainer checkpoints.
     """
 
     in_dim: int
@@ -723,6 +780,8 @@ class AWNNConfig:
     max_width: int | None = None
     fused: bool = True
     pack_after: int | None = 50
+    importance_norm: str = "none"
+    prefill: bool = False
 
     def __post_init__(self) -> None:
         _check_width(self.in_dim, "in_dim")
@@ -731,6 +790,7 @@ class AWNNConfig:
         _check_choice(self.activation, ACTIVATIONS, "activation")
         _check_choice(self.init, INITS, "init")
         _check_choice(self.grow_init, GROW_INITS, "grow_init")
+        _check_choice(self.importance_norm, IMPORTANCE_NORMS, "importance_norm")
         _check_k(self.k)
         if self.rate_init is not None and self.initial_width is not None:
             raise ValueError("rate_init and initial_width both given; set one (allowed: rate_init > 0 or initial_width >= 1)")
@@ -742,6 +802,8 @@ class AWNNConfig:
             _check_width(self.max_width, "max_width")
         if self.pack_after is not None:
             _check_width(self.pack_after, "pack_after")
+        if not isinstance(self.prefill, bool):
+            raise ValueError(f"prefill={self.prefill!r} must be True or False")
         if isinstance(self.negative_slope, bool) or not (
                 isinstance(self.negative_slope, (int, float)) and self.negative_slope >= 0):
             raise ValueError(f"negative_slope={self.negative_slope!r} must be a number >= 0")
@@ -785,7 +847,7 @@ class AdaptiveMLP(nn.Module):
             AdaptiveLinear(dims[i], dims[i + 1], config.bias, capacity_growth=config.capacity_growth)
             for i in range(n + 1)
         )
-        if config.grow_init == "normal":  # new neurons ~ N(0, 1): spare capacity can be pre-drawn
+        if config.grow_init == "normal" and config.prefill:  # new neurons ~ N(0, 1): spare capacity pre-drawn
             for lin in self.layers:
                 lin._prefill = (1.0, 1.0)
         self.__dict__["_hidden"] = list(self.layers)[:-1]  # a plain list: cheap per-step access
@@ -828,9 +890,28 @@ class AdaptiveMLP(nn.Module):
         of all hidden layers as a list (differentiable in ``raw_rate``)."""
         nu = F.softplus(self.raw_rate)
         pos = self._position_views()
+        norms = self.norm_widths()
+
+        def one(i: int) -> Tensor:
+            f = discretized_exponential(pos[i], nu[i])
+            m = norms[i]
+            return f if m is None else f / -torch.expm1(-nu[i] * m)  # sum_{j<M} f(j) = 1 - e^{-nu M}
+
         if layer is not None:
-            return discretized_exponential(pos[layer], nu[layer])
-        return [discretized_exponential(p, nu[i]) for i, p in enumerate(pos)]
+            return one(layer)
+        return [one(i) for i in range(len(pos))]
+
+    def norm_widths(self) -> tuple[int | None, ...]:
+        """Per hidden layer, the width ``M`` over which importances are renormalised
+        (``config.importance_norm="active"``), or ``None`` (Eq. 12 as written).
+
+        ``M`` is the current width, except in a truncated copy (:func:`truncate`), which
+        keeps the width it was cut from so that the kept neurons' importances stay put.
+        """
+        if self.config.importance_norm == "none":
+            return (None,) * self.n_hidden_layers
+        frozen = self.__dict__.get("_frozen_norm_widths")
+        return tuple(frozen) if frozen is not None else tuple(self.widths())
 
     def _position_views(self) -> tuple[Tensor, ...]:
         """Positions ``0..D_l-1`` of every layer: views of one buffer, re-made on resize only."""
@@ -903,11 +984,19 @@ class AdaptiveMLP(nn.Module):
 
     def _importances_at(self, layer: int, width: int) -> Tensor:
         with torch.no_grad():
-            return importances(F.softplus(self.raw_rate[layer]).double(), width)
+            nu = F.softplus(self.raw_rate[layer]).double()
+            f = importances(nu, width)
+            if self.config.importance_norm == "active":
+                f = f / -torch.expm1(-nu * width)
+            return f
 
     def freeze_widths(self, frozen: bool = True) -> None:
-        """Stop (or resume) following the rates: used after truncation (Sec. 5.4)."""
+        """Stop (or resume) following the rates: used after truncation (Sec. 5.4).
+
+        Resuming also drops a truncated copy's frozen normaliser (:meth:`norm_widths`)."""
         self.widths_frozen = frozen
+        if not frozen:
+            self.__dict__["_frozen_norm_widths"] = None
 
     # -- init ----------------------------------------------------------------
     @torch.no_grad()
@@ -941,7 +1030,8 @@ class AdaptiveMLP(nn.Module):
         if not self.config.fused or torch.is_autocast_enabled(x.device.type):
             return self.intermediates(x)[0]  # plain autograd ops (autocast handles their dtypes)
         x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
-        spec = (self._position_views(), self.config.activation, float(self.config.negative_slope), self.config.bias)
+        spec = (self._position_views(), self.config.activation, float(self.config.negative_slope), self.config.bias,
+                self.norm_widths())
         rhos = [lin._parameters["rho"] for lin in self.layers._modules.values()]
         out = _AdaptiveMLPFunction.apply(x2, self.raw_rate, spec, *rhos)
         return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
@@ -960,7 +1050,8 @@ class AdaptiveMLP(nn.Module):
         return self.layers[-1](h), alphas, hs
 
     def extra_repr(self) -> str:
-        return f"widths={self.widths()}, activation={self.config.activation}, k={self.config.k}"
+        norm = "" if self.config.importance_norm == "none" else f", importance_norm={self.config.importance_norm}"
+        return f"widths={self.widths()}, activation={self.config.activation}, k={self.config.k}{norm}"
 
 
 def _no_optimizer() -> None:
@@ -1191,6 +1282,115 @@ def negative_elbo(model: nn.Module, output: Tensor, target: Tensor, *, n_train: 
 
 
 # ---------------------------------------------------------------------------
+# Algorithm 1 inside the trainer: the ELBO as loss_fn, widths after every step
+# ---------------------------------------------------------------------------
+
+ELBO_TERMS: tuple[str, ...] = ("total", "predictive", "weight_prior", "width_prior")
+
+
+class ELBOLoss:
+    """Eq. 13 as a ``loss_fn`` for :func:`hacn_core.training.fit` (Algorithm 1, line 7).
+
+    ``ELBOLoss(model, n_train, sigma_theta=..., rate_prior=...)(output, target)``
+    returns ``negative_elbo(...).total`` with ``N = n_train`` (pass the true
+    training-set size); the other keyword arguments go to :func:`negative_elbo`.
+    While the model trains (``model.training`` and gradients on, so never during an
+    evaluation), every term is added to a running sum; :meth:`pop_means` returns the
+    mean of each term over the batches since the last call (what
+    :class:`WidthCallback` logs per epoch) and starts afresh. ``rate_prior`` is an
+    attribute, so a :class:`RatePriorSchedule` can replace it during training.
+    """
+
+    def __init__(self, model: nn.Module, n_train: int, *, sigma_theta: float | None = None,
+                 rate_prior: RatePrior | None = None, **elbo_kwargs) -> None:
+        if isinstance(n_train, bool) or not isinstance(n_train, int) or n_train < 1:
+            raise ValueError(f"n_train={n_train!r} must be the training-set size, a positive int")
+        self.model, self.n_train = model, n_train
+        self.sigma_theta, self.rate_prior = sigma_theta, rate_prior
+        self.elbo_kwargs = elbo_kwargs
+        self._sums: Tensor | None = None
+        self._count = 0
+        self.last: ELBOTerms | None = None
+
+    def terms(self, output: Tensor, target: Tensor) -> ELBOTerms:
+        """All terms of Eq. 13 for one batch (nothing is recorded)."""
+        return negative_elbo(self.model, output, target, n_train=self.n_train, sigma_theta=self.sigma_theta,
+                             rate_prior=self.rate_prior, **self.elbo_kwargs)
+
+    def __call__(self, output: Tensor, target: Tensor) -> Tensor:
+        terms = self.terms(output, target)
+        if self.model.training and torch.is_grad_enabled():
+            self.last = terms
+            row = torch.stack([getattr(terms, k).detach().float() for k in ELBO_TERMS])
+            self._sums = row if self._sums is None else self._sums + row
+            self._count += 1
+        return terms.total
+
+    def pop_means(self) -> dict[str, float]:
+        """Mean of each term over the training batches since the last call (NaN if none)."""
+        if self._sums is None:
+            means = {k: float("nan") for k in ELBO_TERMS}
+        else:
+            means = dict(zip(ELBO_TERMS, (self._sums / self._count).tolist(), strict=True))
+        self._sums, self._count = None, 0
+        return means
+
+
+class WidthCallback(Callback):
+    """Algorithm 1's ``update_width`` inside :func:`hacn_core.training.fit`, with logging.
+
+    * ``on_train_begin``: attaches the optimizer to every :class:`AdaptiveMLP` of the
+      model, so that resizes keep its state in sync;
+    * ``on_step_end``: :func:`update_widths` after every optimizer step, i.e. right
+      before the next forward (Algorithm 1, line 5), and the rate prior of
+      ``schedule`` (Sec. 5.3) for the current epoch;
+    * ``on_record``: ``awnn/widths`` (all hidden widths, module order),
+      ``awnn/total_width``, ``awnn/rates`` and, with an :class:`ELBOLoss`,
+      ``elbo/<term>``, the mean of each term of Eq. 13 over the batches since the
+      previous record (NaN at the record before training).
+    """
+
+    def __init__(self, elbo: ELBOLoss | None = None, schedule: RatePriorSchedule | None = None) -> None:
+        if schedule is not None and elbo is None:
+            raise ValueError("schedule= needs elbo= (the ELBOLoss whose rate prior it sets)")
+        self.elbo, self.schedule = elbo, schedule
+
+    def _set_prior(self, state: TrainState) -> None:
+        if self.schedule is not None:
+            self.elbo.rate_prior = self.schedule(state.epoch)
+
+    def on_train_begin(self, state: TrainState) -> None:
+        for m in adaptive_mlps(state.model):
+            m.attach_optimizer(state.optimizer)
+        update_widths(state.model, state.optimizer)  # a resumed run follows its loaded rates
+        self._set_prior(state)
+
+    def on_step_end(self, state: TrainState) -> None:
+        update_widths(state.model, state.optimizer)
+        self._set_prior(state)
+
+    def state_dict(self) -> dict[str, object]:
+        """The ELBO sums of the epoch in progress (so a resumed epoch logs the same means)."""
+        if self.elbo is None or self.elbo._sums is None:
+            return {}
+        return {"sums": self.elbo._sums.tolist(), "count": self.elbo._count}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        if self.elbo is not None and state:
+            self.elbo._sums = torch.tensor(state["sums"], dtype=torch.float32)
+            self.elbo._count = int(state["count"])
+
+    def on_record(self, state: TrainState) -> dict[str, object]:
+        widths = model_widths(state.model)
+        with torch.no_grad():
+            rates = [float(nu) for m in adaptive_mlps(state.model) for nu in m.rates()]
+        out: dict[str, object] = {"awnn/widths": widths, "awnn/total_width": sum(widths), "awnn/rates": rates}
+        if self.elbo is not None:
+            out.update({f"elbo/{k}": v for k, v in self.elbo.pop_means().items()})
+        return out
+
+
+# ---------------------------------------------------------------------------
 # Sec. 5.4: post-hoc truncation
 # ---------------------------------------------------------------------------
 
@@ -1216,6 +1416,8 @@ def truncate(model: AdaptiveMLP, widths: Sequence[int] | None = None, *,
         raise ValueError(f"widths={widths} must have {len(current)} entries with 1 <= w_l <= D_l = {current}")
     new = copy.deepcopy(model)
     new.attach_optimizer(None)
+    # renormalised importances keep the normaliser of the width they were cut from
+    new.__dict__["_frozen_norm_widths"] = model.norm_widths() if model.config.importance_norm != "none" else None
     new.set_widths(widths)
     for lin in new.layers:
         lin.compact_()

@@ -22,6 +22,7 @@ from hacn_core.awnn import (
     AdaptiveLinear,
     AdaptiveMLP,
     AWNNConfig,
+    ELBOLoss,
     ELBOTerms,
     RatePrior,
     RatePriorSchedule,
@@ -38,6 +39,7 @@ from hacn_core.awnn import (
     repoint_optimizer,
     truncate,
     update_widths,
+    WidthCallback,
 )
 from hacn_core.roles import named_parameter_roles
 
@@ -48,10 +50,12 @@ def _act(name: str, z: torch.Tensor, slope: float = 0.01) -> torch.Tensor:
     return {"relu": F.relu, "leaky_relu": lambda t: F.leaky_relu(t, slope), "relu6": F.relu6, "tanh": torch.tanh}[name](z)
 
 
-def _hand_forward(model: AdaptiveMLP, x: torch.Tensor, widths: list[int] | None = None) -> torch.Tensor:
+def _hand_forward(model: AdaptiveMLP, x: torch.Tensor, widths: list[int] | None = None,
+                  norm_widths: list[int] | None = None) -> torch.Tensor:
     """Eq. 14 written out: h_j = act(sum_k w_jk h_k + b_j) * (e^{-nu j} - e^{-nu (j+1)}), j from 0.
 
-    With ``widths``, only the first ``widths[l]`` neurons of layer l are used.
+    With ``widths``, only the first ``widths[l]`` neurons of layer l are used. With
+    ``norm_widths``, importances are divided by their sum over the first ``M_l`` positions.
     """
     cfg = model.config
     h = x
@@ -67,7 +71,11 @@ def _hand_forward(model: AdaptiveMLP, x: torch.Tensor, widths: list[int] | None 
             z = h @ w.T + b
             j = torch.arange(d, dtype=DT)
             nu = nus[layer]
-            h = _act(cfg.activation, z, cfg.negative_slope) * (torch.exp(-nu * j) - torch.exp(-nu * (j + 1)))
+            f = torch.exp(-nu * j) - torch.exp(-nu * (j + 1))
+            if norm_widths is not None:
+                m = torch.arange(norm_widths[layer], dtype=DT)
+                f = f / (torch.exp(-nu * m) - torch.exp(-nu * (m + 1))).sum()
+            h = _act(cfg.activation, z, cfg.negative_slope) * f
         else:
             h = h @ w.T + b
     return h
@@ -180,10 +188,15 @@ def test_fused_gradients_equal_autograd(activation, bias):
         torch.testing.assert_close(a, b)
 
 
-def test_fused_function_gradcheck():
+@pytest.mark.parametrize("norm", ["none", "active"])
+def test_fused_function_gradcheck(norm):
+    """Analytic gradients of the fused node (Eq. 14, also with renormalised importances)
+    against finite differences."""
     torch.manual_seed(2)
-    model = AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, activation="tanh", rate_init=0.4).double()
-    spec = (model._position_views(), "tanh", 0.01, True)
+    model = AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, activation="tanh", rate_init=0.4,
+                        importance_norm=norm).double()
+    spec = (model._position_views(), "tanh", 0.01, True, model.norm_widths())
+    assert spec[-1] == ((None, None) if norm == "none" else tuple(model.widths()))
     x = torch.randn(5, 2, dtype=DT, requires_grad=True)
     raw = model.raw_rate.detach().clone().requires_grad_(True)
     rhos = [lin.rho.detach().clone().requires_grad_(True) for lin in model.layers]
@@ -376,12 +389,15 @@ def test_regrown_neurons_are_new():
     assert torch.all(out_state["exp_avg"][:, 1 + d - 5:] == 0)  # outgoing weights of new neurons
 
 
-def test_new_neurons_are_standard_normal_fresh_or_returning():
-    """Growth into spare capacity uses pre-drawn N(0, 1) values; returning neurons are redrawn."""
+@pytest.mark.parametrize("prefill", [False, True])
+def test_new_neurons_are_standard_normal_fresh_or_returning(prefill):
+    """New neurons are N(0, 1), drawn when they appear or pre-drawn with the spare capacity
+    (``prefill``); returning neurons are redrawn."""
     torch.manual_seed(16)
-    model = AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, rate_init=0.2).double()
+    model = AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, rate_init=0.2, prefill=prefill).double()
+    assert (model.layers[0]._prefill is not None) == prefill
     d = model.widths()
-    model.set_widths([d[0] + 1, d[1] + 1])  # capacity doubles (and is pre-drawn)
+    model.set_widths([d[0] + 1, d[1] + 1])  # capacity doubles (and is pre-drawn with prefill)
     model.set_widths([d[0] + 300, d[1] + 300])  # reallocated again
     rho1 = model.layers[1].rho.detach()
     new = torch.cat([rho1[d[1]:].flatten(), rho1[: d[1], 1 + d[0]:].flatten()])
@@ -694,6 +710,8 @@ def test_truncation_equals_computing_with_the_kept_neurons(activation):
         ({"init": "xavier"}, "init", "kaiming_plus, kaiming"),
         ({"grow_init": "zeros"}, "grow_init", "normal, kaiming_plus"),
         ({"capacity_growth": 1.0}, "capacity_growth", "> 1"),
+        ({"importance_norm": "sum"}, "importance_norm", "none, active"),
+        ({"prefill": 1}, "prefill", "True or False"),
         ({"rate_init": 0.01, "initial_width": 100}, "initial_width", "set one"),
     ],
 )
@@ -726,3 +744,164 @@ def test_adaptive_linear_alone():
     assert lin.weight.shape == (5, 2) and lin.bias.shape == (5,)
     with pytest.raises(ValueError, match="out_features"):
         lin.resize_(0, 2)
+
+
+# ---------------------------------------------------------------------------
+# Renormalised importances (importance_norm="active", the public code's choice)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("activation", ["relu6", "tanh"])
+def test_active_importances_match_hand_renormalisation(activation):
+    torch.manual_seed(21)
+    model = AdaptiveMLP(in_dim=3, out_dim=2, n_hidden_layers=2, activation=activation, rate_init=0.15,
+                        importance_norm="active").double()
+    model.set_widths([9, 14])
+    assert model.norm_widths() == (9, 14)
+    for f in model.importances():
+        torch.testing.assert_close(f.sum(), torch.tensor(1.0, dtype=DT))  # they sum to 1 over the D neurons
+    x = torch.randn(11, 3, dtype=DT, requires_grad=True)
+    expected = _hand_forward(model, x.detach(), norm_widths=[9, 14])
+    torch.testing.assert_close(model(x), expected)
+    torch.testing.assert_close(model.intermediates(x)[0], expected)
+    params = [x, *model.parameters()]
+    fused = torch.autograd.grad((model(x) ** 2).sum(), params)
+    plain = torch.autograd.grad((model.intermediates(x)[0] ** 2).sum(), params)
+    for a, b in zip(fused, plain):
+        torch.testing.assert_close(a, b)
+    # kaiming+ draws with the renormalised importances
+    torch.testing.assert_close(model._importances_at(0, 9).sum(), torch.tensor(1.0, dtype=DT))
+
+
+def test_uniform_gain_moves_the_rate_only_without_renormalisation():
+    """d/dnu sum_{j<D} f(j) = D e^{-nu D}: with Eq. 12 a uniform push to scale all
+    activations up raises nu (shrinks the width); renormalised importances sum to 1
+    whatever nu is, so the same push leaves nu alone."""
+    nu, d = 0.05, 47
+    grads = {}
+    for norm in ("none", "active"):
+        model = AdaptiveMLP(in_dim=2, out_dim=2, rate_init=nu, importance_norm=norm).double()
+        model.set_widths([d])
+        model.importances(0).sum().backward()
+        grads[norm] = model.raw_rate.grad.item()
+        nu = model.rates().item()  # the float32 raw value, in double
+    # dL/draw = dL/dnu * dnu/draw, dnu/draw = 1 - e^{-nu}
+    assert grads["none"] == pytest.approx(d * math.exp(-nu * d) * -math.expm1(-nu), rel=1e-9)
+    assert abs(grads["active"]) < 1e-12
+
+
+def test_truncation_keeps_the_normaliser_of_the_full_width():
+    torch.manual_seed(22)
+    model = AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, activation="relu6", rate_init=0.1,
+                        importance_norm="active").double()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    _train(model, opt, 3)
+    d = model.widths()
+    x = torch.randn(20, 2, dtype=DT)
+    cut = truncate(model, [d[0] - 9, d[1] - 5])
+    assert cut.norm_widths() == tuple(d)
+    torch.testing.assert_close(cut(x), _hand_forward(model, x, widths=[d[0] - 9, d[1] - 5], norm_widths=d))
+    torch.testing.assert_close(truncate(model, fraction=1.0)(x), model(x))
+    cut.freeze_widths(False)  # following the rates again: the normaliser follows the width
+    assert cut.norm_widths() == tuple(cut.widths())
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 1 inside the trainer: ELBOLoss and WidthCallback
+# ---------------------------------------------------------------------------
+
+
+def test_elbo_loss_records_terms_only_while_training():
+    torch.manual_seed(23)
+    model = AdaptiveMLP(in_dim=2, out_dim=2, rate_init=0.2).double()
+    x, y = _batch(16)
+    loss = ELBOLoss(model, 300, sigma_theta=2.0, rate_prior=RatePrior(0.1, 0.5))
+    totals = []
+    for i in range(3):
+        terms = loss.terms(model(x[i:i + 8]), y[i:i + 8])
+        ref = negative_elbo(model, model(x[i:i + 8]), y[i:i + 8], n_train=300, sigma_theta=2.0,
+                            rate_prior=RatePrior(0.1, 0.5))
+        torch.testing.assert_close(terms.total, ref.total)
+        out = loss(model(x[i:i + 8]), y[i:i + 8])
+        torch.testing.assert_close(out, terms.total)
+        totals.append(terms.as_dict())
+    model.eval()
+    loss(model(x), y)  # evaluation: not recorded
+    model.train()
+    with torch.no_grad():
+        loss(model(x), y)  # no gradients: not recorded
+    means = loss.pop_means()
+    for k in ("total", "predictive", "weight_prior", "width_prior"):
+        assert means[k] == pytest.approx(sum(t[k] for t in totals) / 3, rel=1e-6)
+    assert means["total"] == pytest.approx(means["predictive"] + means["weight_prior"] + means["width_prior"],
+                                           rel=1e-6)
+    assert all(math.isnan(v) for v in loss.pop_means().values())  # popped: starts afresh
+    with pytest.raises(ValueError, match="n_train"):
+        ELBOLoss(model, 0)
+
+
+def test_width_callback_in_fit_updates_after_every_step_and_logs():
+    from hacn_core.training import Callback, TrainConfig, fit
+
+    torch.manual_seed(24)
+    x = torch.randn(96, 2)
+    y = (x[:, 0] * x[:, 1] > 0).long()
+    model = AdaptiveMLP(in_dim=2, out_dim=2, rate_init=0.3, activation="relu6")
+    elbo = ELBOLoss(model, len(y), sigma_theta=10.0)
+    seen: list[tuple[list[int], list[int]]] = []
+
+    class Probe(Callback):  # runs after WidthCallback at every step
+        def on_step_end(self, state):
+            seen.append((state.model.widths(), state.model.target_widths()))
+
+    cfg = TrainConfig(epochs=4, batch_size=16, lr=0.1, optimizer="adam", fused=False, device="cpu")
+    out = fit(model, (x, y), cfg, loss_fn=elbo, callbacks=[WidthCallback(elbo), Probe()], progress=False)
+    assert elbo.n_train == 96  # N is the training-set size
+    assert len(seen) == 4 * 6 and all(w == t for w, t in seen)  # Algorithm 1 line 5 after every step
+    assert len({tuple(w) for w, _ in seen}) > 1  # the width did change during the run
+    c = out.curves
+    assert c["awnn/widths"][-1] == model.widths() and c["awnn/total_width"][-1] == sum(model.widths())
+    assert c["awnn/rates"][-1] == pytest.approx(model.rates().tolist())
+    assert len(c["awnn/widths"]) == 5 and c["awnn/widths"][0] == [quantile_width(0.3)]
+    assert math.isnan(c["elbo/total"][0])  # the record before training has no batches
+    for e in range(1, 5):
+        parts = c["elbo/predictive"][e] + c["elbo/weight_prior"][e] + c["elbo/width_prior"][e]
+        assert c["elbo/total"][e] == pytest.approx(parts, rel=1e-5)
+        assert c["elbo/width_prior"][e] == 0.0  # uninformative rate prior
+    # the trainer's epoch loss is the mean of the same batch totals
+    assert c["train_loss"][-1] == pytest.approx(c["elbo/total"][-1], rel=1e-5)
+    with pytest.raises(ValueError, match="elbo"):
+        WidthCallback(schedule=RatePriorSchedule())
+
+
+def test_fit_resumes_an_adaptive_mlp_bit_for_bit(tmp_path):
+    """A run killed after a checkpoint and restarted (fresh model, resized by its state
+    dict, Adam state reloaded) ends where the uninterrupted run ends."""
+    from hacn_core.training import Callback, TrainConfig, fit
+
+    x = torch.randn(96, 2, generator=torch.Generator().manual_seed(25))
+    y = (x[:, 0] * x[:, 1] > 0).long()
+    cfg = TrainConfig(epochs=3, batch_size=16, lr=0.1, optimizer="adam", fused=False, device="cpu",
+                      checkpoint_every_steps=5)
+
+    def run(ckpt, stop_at=None):
+        torch.manual_seed(26)
+        model = AdaptiveMLP(in_dim=2, out_dim=2, rate_init=0.3, activation="relu6")
+        elbo = ELBOLoss(model, len(y), sigma_theta=10.0)
+
+        class Kill(Callback):
+            def on_step_end(self, state):
+                if state.step == stop_at:
+                    raise KeyboardInterrupt
+
+        fit(model, (x, y), cfg, loss_fn=elbo, callbacks=[WidthCallback(elbo), Kill()], checkpoint_dir=ckpt,
+            progress=False)
+        return model
+
+    ref = run(tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", stop_at=8)  # the last checkpoint is after step 5
+    resumed = run(tmp_path / "b")
+    assert resumed.widths() == ref.widths()
+    for (name, p), q in zip(ref.named_parameters(), resumed.parameters()):
+        assert torch.equal(p, q), name

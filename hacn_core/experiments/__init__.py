@@ -29,6 +29,7 @@ EXPERIMENT_MODULES: tuple[str, ...] = (
     "hacn_core.experiments.exact_checks",
     "hacn_core.experiments.gates_mnist",
     "hacn_core.experiments.awnn_init",
+    "hacn_core.experiments.awnn_adaptive",
 )
 
 

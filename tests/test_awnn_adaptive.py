@@ -1,0 +1,160 @@
+"""Tests for the AWNN tabular study (``hacn_core.experiments.awnn_adaptive``).
+
+The configurations of each profile against the paper's Table 3, the links to
+Table 1, the data the runs see, and the wiring of one tiny run: ``N`` is the
+training-set size, the stored widths follow the rates (Eq. 11), the ELBO total is
+the sum of its terms, and the best-epoch metrics are read off the stored curves.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from hacn_core import paper_items
+from hacn_core.awnn import quantile_width
+from hacn_core.experiments import awnn_adaptive as aa
+from hacn_core.results import RunContext, RunResult, config_hash
+
+PAPER_TABLE3 = {  # dataset: (epochs, batch), App. C.1 Table 3
+    "DoubleMoon": (500, 32),
+    "Spiral": (1000, 128),
+    "SpiralHard": (5000, 128),
+}
+
+
+def _experiment():
+    from hacn_core.experiments import _REGISTRY  # importing awnn_adaptive registered it
+
+    return _REGISTRY[aa.EXPERIMENT_ID]
+
+
+def test_paper_profile_is_the_papers_setting():
+    runs = _experiment().runs("paper")
+    table = [c for c in runs if c["study"] == "table1"]
+    assert len(table) == 3 * 2 * 10
+    for c in table:
+        epochs, batch = PAPER_TABLE3[c["dataset"]]
+        assert (c["epochs"], c["batch_size"]) == (epochs, batch)
+        assert c["hidden_layers"] == (2 if c["dataset"] == "SpiralHard" else 1)
+        assert (c["optimizer"], c["lr"], c["rate_init"], c["k"]) == ("adam", 0.01, 0.01, 0.9)
+        assert c["rate_prior"] is None and c["sigma_theta"] == 10.0 and c["init"] == "kaiming_plus"
+        assert (c["activation"], c["grow_init"], c["data"], c["input_scale"], c["n_train_scale"]) == (
+            "relu6", "normal", "shared", 1.0, 1.0)
+    for d in aa.DATASETS:
+        for arm in aa.ARMS:
+            assert sorted(c["seed"] for c in table if c["dataset"] == d and c["importance_norm"] == arm) == list(
+                range(10))
+    assert quantile_width(0.01, 0.9) == 231  # the paper's "approximately 256"
+
+
+def test_book_is_a_subset_of_paper_and_smoke_is_tiny():
+    exp = _experiment()
+    paper = {config_hash(c) for c in exp.runs("paper")}
+    book = exp.runs("book")
+    assert {config_hash(c) for c in book} <= paper  # the ledger counts book runs as the paper's setting
+    hard = [c for c in book if c["study"] == "table1" and c["dataset"] == "SpiralHard"]
+    assert {c["seed"] for c in hard} == set(aa.BOOK_SPIRALHARD_SEEDS)
+    assert len([c for c in book if c["study"] == "table1"]) == 2 * (2 * len(aa.BOOK_SEEDS) + len(aa.BOOK_SPIRALHARD_SEEDS))
+    smoke = exp.runs("smoke")
+    assert {c["epochs"] for c in smoke} == {3} and {c["seed"] for c in smoke} == {0, 1}
+    assert {c["dataset"] for c in smoke} == set(aa.DATASETS)
+
+
+def test_diagnosis_changes_one_factor_at_a_time():
+    diag = [c for c in _experiment().runs("paper") if c["study"] == "diagnosis"]
+    labels = [aa.diagnosis_label(c) for c in diag]
+    assert set(labels) == set(aa.DIAGNOSIS_VARIANTS)
+    base = aa._config("Spiral", 0, study="diagnosis", epochs=aa.DIAG_EPOCHS)
+    for label, overrides in aa.DIAGNOSIS_VARIANTS.items():
+        assert len(overrides) <= 2 and all(base[k] != v for k, v in overrides.items()), label
+    longs = [c for c in diag if c["epochs"] == 1000]
+    assert {aa.diagnosis_label(c) for c in longs} == {"public geometry", "public geometry, renormalised"}
+
+
+def test_links_point_at_table1_with_the_papers_spread():
+    exp = _experiment()
+    items = {link.item: link for link in exp.links}
+    for d in aa.DATASETS:
+        acc = items[f"awnn/table1/{d.lower()}-awnn-accuracy"]
+        width = items[f"awnn/table1/{d.lower()}-awnn-width"]
+        assert acc.scale == 100.0 and acc.tolerance == 1.0 and acc.metric == "test_acc"
+        assert width.tolerance == paper_items.item(width.item).paper_std and width.metric == "total_width"
+        assert dict(acc.where) == {"study": "table1", "dataset": d, "importance_norm": "none"}
+    paper = exp.runs("paper")
+    for link in exp.links:  # each link selects exactly the 10 paper runs of one dataset and arm
+        assert sum(all(c[k] == v for k, v in link.where.items()) for c in paper) == 10
+
+
+@pytest.mark.parametrize(
+    "override,field,allowed",
+    [
+        ({"data": "moons"}, "data", "shared, spiral-r4pi-2turns"),
+        ({"importance_norm": "sum"}, "importance_norm", "none, active"),
+        ({"study": "ablation"}, "study", "table1, diagnosis"),
+    ],
+)
+def test_bad_configuration_names_the_field(override, field, allowed):
+    config = aa._config("Spiral", 0) | override
+    with pytest.raises(ValueError) as err:
+        aa.train_adaptive_mlp(config, RunContext("x", checkpoint_dir=None))  # type: ignore[arg-type]
+    assert field in str(err.value) and allowed in str(err.value)
+    with pytest.raises(ValueError, match="Spiral"):
+        aa.train_adaptive_mlp(aa._config("DoubleMoon", 0, data="spiral-r4pi-2turns"),
+                              RunContext("x", checkpoint_dir=None))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown configuration keys"):
+        aa._config("Spiral", 0, width=8)
+
+
+def test_data_of_the_runs():
+    shared = aa.load_splits(aa._config("Spiral", 0))
+    assert [len(shared[k][1]) for k in ("train", "val", "test")] == [1750, 250, 500]
+    scaled = aa.load_splits(aa._config("Spiral", 0, input_scale=2.0))
+    torch.testing.assert_close(scaled["test"][0], 2 * shared["test"][0])
+    x, y = aa.public_geometry_spiral(0)
+    assert x.shape == (2500, 2) and int(y.sum()) == 1250
+    r = x.norm(dim=1)
+    assert r.max() < 4 * math.pi + 1.5 and r.max() > 4 * math.pi - 0.5  # radius 4 pi plus noise 0.3
+    wide = aa.load_splits(aa._config("Spiral", 0, data="spiral-r4pi-2turns"))
+    assert [len(wide[k][1]) for k in ("train", "val", "test")] == [1750, 250, 500]
+
+
+def test_tiny_run_wiring(tmp_path):
+    config = aa._config("Spiral", 0, epochs=3, study="diagnosis", n_train_scale=0.1)
+    out = aa.train_adaptive_mlp(config, RunContext(aa.EXPERIMENT_ID, tmp_path / "ckpt", progress=False))
+    m, c = out["metrics"], out["curves"]
+    assert m["n_train"] == 175  # N = n_train_scale x the 1750 training points
+    main = aa.train_adaptive_mlp(aa._config("Spiral", 0, epochs=1), RunContext(aa.EXPERIMENT_ID, tmp_path / "c2",
+                                                                               progress=False))
+    assert main["metrics"]["n_train"] == 1750  # the true training-set size
+    assert c["record_epoch"] == [0, 1, 2, 3] and m["start_width"] == 231
+    # the stored width is the quantile width (Eq. 11) of the stored rate
+    for w, nu in zip(c["width/1"], c["rate/1"]):
+        assert abs(w - quantile_width(nu)) <= 1  # the rate is stored to 5 significant digits
+    best = int(np.argmax(c["val_acc"]))
+    assert m["total_width"] == c["width/1"][best] and m["best_epoch"] == c["record_epoch"][best]
+    assert m["test_acc"] == c["test_acc"][best] and m["final_total_width"] == c["width/1"][-1]
+    assert math.isnan(c["elbo/total"][0])
+    for e in range(1, 4):
+        parts = c["elbo/predictive"][e] + c["elbo/weight_prior"][e] + c["elbo/width_prior"][e]
+        assert c["elbo/total"][e] == pytest.approx(parts, rel=1e-5)
+        assert c["elbo/width_prior"][e] == 0.0  # uninformative rate prior
+
+
+def test_table1_helper_formats_mean_and_std():
+    def result(exp, dataset, arm, seed, acc, width):
+        config = aa._config(dataset, seed, arm) if exp == aa.EXPERIMENT_ID else {"dataset": dataset, "seed": seed}
+        metrics = {"test_acc": acc, "total_width": width, "final_total_width": width - 10}
+        return RunResult(exp, config, "h", seed, metrics)
+
+    adaptive = [result(aa.EXPERIMENT_ID, "Spiral", "none", s, a, w) for s, (a, w) in enumerate([(0.99, 60), (1.0, 70)])]
+    fixed = [result(aa.FIXED_ID, "Spiral", None, s, 0.995, 16) for s in range(2)]
+    table = aa.table1(adaptive, fixed)
+    acc, width, end = (table.loc[("Spiral", q)] for q in ("test acc (%)", "total width", "total width at the end"))
+    assert acc["AWNN Eq. 14 (ours)"] == "99.5 (0.7)" and acc["fixed (ours)"] == "99.5 (0.0)"
+    assert width["AWNN Eq. 14 (ours)"] == "65.0 (7.1)" and end["AWNN Eq. 14 (ours)"] == "55.0 (7.1)"
+    assert width["AWNN (paper)"] == "65.9 (8.7)" and width["fixed (ours)"] == "16" and width["fixed (paper)"] == "16"
+    assert acc["AWNN renormalised (ours)"] == "-" and acc["AWNN (paper)"] == "99.8 (0.1)"
