@@ -77,8 +77,9 @@ from hacn_core import paper_items
 from hacn_core.awnn import AdaptiveMLP, AWNNConfig, ELBOLoss, WidthCallback, quantile_width
 from hacn_core.data import SYNTHETIC, stratified_split, synthetic_splits
 from hacn_core.experiments import Experiment, Link, register
+from hacn_core.experiments.awnn_tabular import SplitAccuracy
 from hacn_core.results import RunContext, RunResult
-from hacn_core.training import Callback, TrainConfig, TrainState, evaluate, fit
+from hacn_core.training import TrainConfig, fit
 
 EXPERIMENT_ID = "awnn-tabular-adaptive"
 FIXED_ID = "awnn-tabular-fixed"
@@ -240,21 +241,6 @@ def load_splits(config: dict[str, Any]) -> dict[str, tuple[torch.Tensor, torch.T
 
 
 # ----------------------------------------------------------------------------- training
-
-
-class SplitAccuracy(Callback):
-    """Validation and test accuracy at every record point (best-epoch selection)."""
-
-    def __init__(self, val: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor]):
-        self.val, self.test = val, test
-
-    def on_record(self, state: TrainState) -> dict[str, float]:
-        model = state.model
-        was_training = model.training
-        val = evaluate(model, self.val, batch_size=4096)
-        test = evaluate(model, self.test, batch_size=4096)
-        model.train(was_training)
-        return {"val_acc": val["accuracy"], "test_acc": test["accuracy"]}
 
 
 def _sig(values: Sequence[float], digits: int) -> list[float]:

@@ -33,7 +33,7 @@ TASKS: dict[str, dict[str, Any]] = {
 PAPER_SEEDS = tuple(range(10))  # "retrained 10 times" (Section 4)
 
 
-class _SplitAccuracy(Callback):
+class SplitAccuracy(Callback):
     """Validation and test accuracy at every record point, for best-epoch selection."""
 
     def __init__(self, val: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor]):
@@ -62,7 +62,7 @@ def train_fixed_mlp(config: dict[str, Any], context: RunContext) -> dict[str, An
         device="cpu",  # a 2-16-2 MLP is faster on a CPU core than on any GPU
         checkpoint_every_minutes=5.0,
     )
-    tracker = _SplitAccuracy(splits["val"], splits["test"])
+    tracker = SplitAccuracy(splits["val"], splits["test"])
     out = fit(model, splits["train"], train_config, callbacks=[tracker], checkpoint_dir=context.checkpoint_dir,
               progress=context.progress)
     val_acc = np.asarray(out.curves["val_acc"], dtype=float)
