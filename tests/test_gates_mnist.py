@@ -259,3 +259,15 @@ def test_claims_read_the_papers_statements_off_the_runs():
     assert table.loc["Mean k of Gated PlainNet decreases with depth", "holds"]
     assert table.loc["Gated ResNet has lower test error than ResNet at every depth", "holds"] is None
     assert not table.loc["The training-loss gap between plain and gated plain grows with depth", "holds"]  # 10 = 10
+
+
+def test_cost_table_reads_seconds_per_epoch_off_the_runs():
+    runs = []
+    for kind, times in (("plain", [2.0, 3.0, 4.0, 5.0]), ("resnet", [10.0, 12.0, 14.0, 16.0])):
+        r = _result(kind, 10, 0, 0.02)
+        r.curves["time_s"] = times  # cumulative: first epoch 2 s then 1 s each (plain); 10 then 2 (resnet)
+        runs.append(r)
+    assert gm.epoch_seconds(runs[0]) == 1.0 and gm.epoch_seconds(runs[1]) == 2.0
+    frame, summary = gm.cost_table(runs)
+    assert frame.loc[10, "Plain"] == 1.0 and frame.loc["sum over d", "ResNet"] == 2.0
+    assert summary[f"all cells x {gm.PAPER_EPOCHS} epochs (paper, one seed), minutes"] == pytest.approx(300 / 60)

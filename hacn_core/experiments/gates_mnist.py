@@ -45,7 +45,7 @@ Profiles
     ``paper``: 4 kinds x 5 depths x seeds 0, 1, 2, 100 epochs (60 runs; the
     paper does not say how many runs its tables average, so three seeds).
     ``book``: seed 0 of every kind and depth at a reduced number of epochs
-    (``BOOK_EPOCHS`` = 20; ``EPOCH_SECONDS_MEASURED``), because one seed of the
+    (``BOOK_EPOCHS`` = 20; ``cost_table`` reads the seconds per epoch off the runs), because one seed of the
     full study takes 4.5-7.5 CPU-hours on this 2-core machine and 20 epochs
     about 55-90 CPU-minutes. ``smoke``: d in {2, 10}, two epochs on a
     4,000-image subset.
@@ -71,7 +71,7 @@ EXPERIMENT_ID = "gates-mnist"
 DEPTHS: tuple[int, ...] = (2, 10, 20, 50, 100)  # the paper's d (Table 1)
 PAPER_SEEDS: tuple[int, ...] = (0, 1, 2)
 PAPER_EPOCHS = 100
-BOOK_EPOCHS = 20  # <= 90 CPU-minutes for the 20 runs on one thread (EPOCH_SECONDS_MEASURED x 20)
+BOOK_EPOCHS = 20  # about 90 CPU-minutes for the 20 runs on one thread (see cost_table)
 SMOKE_DEPTHS: tuple[int, ...] = (2, 10)
 SMOKE_TRAIN_SUBSET = 4000
 RESIDUAL_KINDS: tuple[str, ...] = ("resnet", "gated_resnet")
@@ -491,29 +491,34 @@ def claims(results: Sequence[RunResult]):
     return pd.DataFrame.from_records(rows)
 
 
-# Seconds per training epoch (60,000 images, batch 128, one CPU thread, trainer's in-memory path),
-# measured on this project's 2-core Xeon while other jobs shared it (load 3.5-4). Wall time, so an
-# upper bound on CPU time: a later check measured CPU seconds per epoch of 2.5 (gated ResNet d = 10),
-# 9.3 (plain d = 50) and 19.9 (gated ResNet d = 100), about 0.6-0.9 of these figures.
-EPOCH_SECONDS_MEASURED: dict[int, dict[str, float]] = {
-    2: {"plain": 0.85, "resnet": 0.96, "gated_plain": 0.96, "gated_resnet": 1.02},
-    10: {"plain": 2.21, "resnet": 2.25, "gated_plain": 2.79, "gated_resnet": 2.94},
-    20: {"plain": 6.40, "resnet": 5.47, "gated_plain": 9.46, "gated_resnet": 7.32},
-    50: {"plain": 21.15, "resnet": 16.05, "gated_plain": 26.47, "gated_resnet": 22.22},
-    100: {"plain": 28.21, "resnet": 31.83, "gated_plain": 43.83, "gated_resnet": 36.28},
-}
+def epoch_seconds(result: RunResult) -> float:
+    """Median wall-clock seconds per training epoch of a stored run (its ``time_s`` curve).
+
+    ``time_s`` is cumulative and includes the per-epoch test evaluation; the
+    median ignores a slow first epoch.
+    """
+    times = np.asarray(result.curves["time_s"], dtype=float)
+    return float(np.median(np.diff(np.concatenate([[0.0], times]))))
 
 
-def cost_table():
-    """Measured seconds per epoch and the CPU-minutes of the paper's and the book's budgets (seed 0)."""
+def cost_table(results: Sequence[RunResult]):
+    """Seconds per epoch of every stored run (seed mean per cell) and the CPU-minutes of both budgets.
+
+    Read off the runs themselves, so they say which machine and load they were
+    measured under (wall time; the provenance records the device).
+    """
     import pandas as pd
 
-    frame = pd.DataFrame(EPOCH_SECONDS_MEASURED).T.rename(columns=KIND_LABELS)
+    cells: dict[tuple[int, str], list[float]] = {}
+    for r in results:
+        cells.setdefault((r.config["depth"], r.config["kind"]), []).append(epoch_seconds(r))
+    frame = pd.DataFrame({KIND_LABELS[k]: {d: float(np.mean(cells[(d, k)])) for d in DEPTHS if (d, k) in cells}
+                          for k in KINDS if any((d, k) in cells for d in DEPTHS)})
     frame.index.name = "d"
-    total = float(frame.to_numpy().sum())
+    total = float(np.nansum(frame.to_numpy()))
     frame.loc["sum over d"] = frame.sum()
-    summary = {f"all 20 runs x {PAPER_EPOCHS} epochs (paper, one seed), minutes": total * PAPER_EPOCHS / 60,
-               f"all 20 runs x {BOOK_EPOCHS} epochs (book), minutes": total * BOOK_EPOCHS / 60}
+    summary = {f"all cells x {PAPER_EPOCHS} epochs (paper, one seed), minutes": total * PAPER_EPOCHS / 60,
+               f"all cells x {BOOK_EPOCHS} epochs (book), minutes": total * BOOK_EPOCHS / 60}
     return frame, summary
 
 
