@@ -318,11 +318,16 @@ def _double_moon(n_per_class: int, rng: np.random.Generator, noise: float = 0.1)
     return x, np.repeat([0, 1], n_per_class)
 
 
-def _spirals(
+def spiral_arms(
     n_per_class: int, rng: np.random.Generator, arms_per_class: int, turns: float, noise: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    # Archimedean spiral arms r = t, angle = 2*pi*turns*t + phase, t in (0.05, 1];
-    # 2*arms_per_class arms at equally spaced phases, classes alternating between arms.
+    """Two-class spiral points: ``2 * arms_per_class`` Archimedean arms, ``n_per_class`` points per class.
+
+    Arm ``m`` is ``r = t``, angle ``2 pi turns t + 2 pi m / n_arms`` with ``t`` in
+    (0.05, 1], classes alternating between arms, plus Gaussian ``noise`` (a
+    standard deviation). Our generator for Spiral / SpiralHard (AWNN Table 2);
+    the paper's own is unpublished.
+    """
     n_arms = 2 * arms_per_class
     xs, ys = [], []
     for label in (0, 1):
@@ -354,9 +359,9 @@ def synthetic_dataset(name: str, seed: int = 0) -> tuple[Tensor, Tensor]:
     if name == "DoubleMoon":
         x, y = _double_moon(n_per_class, rng)
     elif name == "Spiral":
-        x, y = _spirals(n_per_class, rng, arms_per_class=1, turns=1.5, noise=0.02)
+        x, y = spiral_arms(n_per_class, rng, arms_per_class=1, turns=1.5, noise=0.02)
     else:
-        x, y = _spirals(n_per_class, rng, arms_per_class=2, turns=1.5, noise=0.015)
+        x, y = spiral_arms(n_per_class, rng, arms_per_class=2, turns=1.5, noise=0.015)
     order = rng.permutation(len(y))
     return torch.as_tensor(x[order], dtype=torch.float32), torch.as_tensor(y[order], dtype=torch.long)
 

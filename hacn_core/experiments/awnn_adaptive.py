@@ -218,10 +218,10 @@ def public_geometry_spiral(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     noise 0.02. Only the geometry is taken over (two turns, radius and noise, read
     off the public code); the sampling is ``hacn_core.data``'s.
     """
-    from hacn_core.data import _spirals  # our spiral sampler; the shared data use it too
+    from hacn_core.data import spiral_arms
 
     rng = np.random.default_rng(seed)
-    x, y = _spirals(SYNTHETIC["Spiral"].n_samples // 2, rng, arms_per_class=1, turns=2.0,
+    x, y = spiral_arms(SYNTHETIC["Spiral"].n_samples // 2, rng, arms_per_class=1, turns=2.0,
                     noise=PUBLIC_NOISE / PUBLIC_RADIUS)
     order = rng.permutation(len(y))
     x = torch.as_tensor(x[order] * PUBLIC_RADIUS, dtype=torch.float32)
