@@ -271,3 +271,16 @@ def test_cost_table_reads_seconds_per_epoch_off_the_runs():
     frame, summary = gm.cost_table(runs)
     assert frame.loc[10, "Plain"] == 1.0 and frame.loc["sum over d", "ResNet"] == 2.0
     assert summary[f"all cells x {gm.PAPER_EPOCHS} epochs (paper, one seed), minutes"] == pytest.approx(300 / 60)
+
+
+def test_gate_gradients_at_init_measure_every_gate():
+    data = _fake_mnist(True)
+    one = gm.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)
+    assert one["mean_abs"].shape == (6,) and np.all(one["sign_agreement"] == 1.0)  # one batch: one sign
+    many = gm.gate_gradients_at_init("gated_plain", 6, batches=8, data=data)
+    assert np.all((many["sign_agreement"] >= 0) & (many["sign_agreement"] <= 1)) and np.all(many["mean_abs"] > 0)
+    # the first batch is the same draw, so its gradient is the one-batch result
+    assert gm.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)["mean_abs"] == pytest.approx(
+        one["mean_abs"])
+    table = gm.gate_gradient_table((3, 6), batches=2, data=data)
+    assert list(table.index) == [3, 6] and "sign agreement last third" in table.columns

@@ -491,6 +491,49 @@ def claims(results: Sequence[RunResult]):
     return pd.DataFrame.from_records(rows)
 
 
+def gate_gradients_at_init(kind: str, depth: int, *, batches: int = 20, batch_size: int = 128, seed: int = 0,
+                           data: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, np.ndarray]:
+    """Why a deep Gated PlainNet keeps ``k`` near 1: the gradient of every gate at initialisation.
+
+    At ``k = 1`` the network *is* the plain network. Over ``batches`` training
+    mini-batches (a fixed, seeded draw) of the untrained network we record
+    ``dL/dk_l`` per gate and return, per gate ``l`` (input side first):
+
+    * ``mean_abs``: mean ``|dL/dk_l|`` (how strongly the loss reacts to the gate);
+    * ``sign_agreement``: ``|mean sign(dL/dk_l)|``, 1 when every batch pushes ``k_l``
+      the same way and near 0 when the sign is a coin flip. Adam's step is
+      about ``lr * mean(g) / rms(g)``, so with random signs ``k`` only jitters.
+    """
+    X, y = data if data is not None else mnist_tensors(True)
+    torch.manual_seed(seed)
+    model = mnist_fc(kind, depth).train()
+    gen = torch.Generator().manual_seed(seed)
+    grads = []
+    for _ in range(batches):
+        idx = torch.randint(0, len(X), (batch_size,), generator=gen)
+        model.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
+        grads.append([float(p.grad) for _, p in gates.gate_parameters(model)])
+    g = np.asarray(grads)  # (batches, gates)
+    return {"mean_abs": np.abs(g).mean(0), "sign_agreement": np.abs(np.sign(g).mean(0))}
+
+
+def gate_gradient_table(depths: Sequence[int] = DEPTHS, **kwargs):
+    """``gate_gradients_at_init`` for the Gated PlainNet at each depth, summarised per third of the gates."""
+    import pandas as pd
+
+    rows = []
+    for d in depths:
+        out = gate_gradients_at_init("gated_plain", d, **kwargs)
+        row: dict[str, Any] = {"d": d}
+        for part, idx in zip(("first", "middle", "last"), np.array_split(np.arange(d), 3)):
+            if idx.size:
+                row[f"|dL/dk| {part} third"] = float(out["mean_abs"][idx].mean())
+                row[f"sign agreement {part} third"] = float(out["sign_agreement"][idx].mean())
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("d")
+
+
 def epoch_seconds(result: RunResult) -> float:
     """Median wall-clock seconds per training epoch of a stored run (its ``time_s`` curve).
 
