@@ -183,3 +183,18 @@ def test_tables_put_the_papers_values_beside_ours():
         100 * np.corrcoef([0.3, 0.2, 0.1], [0.3, 0.2, 0.11])[0, 1])
     table = hm.comparison_table(results)
     assert list(table.index) == ["ResNet", "H-ACN"] and table.loc["ResNet", "Gamma"] == "-"
+
+
+def test_step_costs_are_measured_for_every_architecture_side_by_side(tmp_path):
+    config = hm.cost_config("smoke") | {"repeats": 2, "steps": 1}
+    out = hm.measure_step_costs(config, RunContext(hm.COST_ID, tmp_path / "ckpt", progress=False))
+    m = out["metrics"]
+    names = [("dense_mixer" if arch == "dense_mixer" else rule) for arch, rule in hm.COST_ARCHS]
+    for n in names:
+        assert m[f"{n}/ms_per_step"] > 0 and len(out["curves"][f"{n}/seconds_per_step"]) == 2
+    assert m["resnet/ratio_to_resnet"] == 1.0
+    # the rules add only their mixing scalars to the ResNet Mixer
+    L = config["num_layers"]
+    assert m["rezero/parameters"] - m["resnet/parameters"] == L
+    assert m["hacn/parameters"] - m["resnet/parameters"] == 2 * L  # a_i and Depth-adaptive LN strengths
+    assert m["denseformer/saved_activation_bytes"] > m["resnet/saved_activation_bytes"]

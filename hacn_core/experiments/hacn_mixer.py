@@ -48,6 +48,7 @@ schedule shape as the paper profile.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -399,6 +400,105 @@ register(
 )
 
 
+# ----------------------------------------------------------------------------- cost, measured side by side
+
+COST_ID = "hacn-mixer-cost"
+COST_ARCHS: tuple[tuple[str, str], ...] = tuple(("mixer", r) for r in STUDY_RULES) + (("dense_mixer", "resnet"),)
+
+
+def cost_config(profile: str) -> dict[str, Any]:
+    """The step-cost measurement at ``profile``'s Mixer size (the training runs' model and batch)."""
+    base = make_config("resnet", 0, profile=profile)
+    keep = ("dataset", "patch_size", "hidden_dim", "num_layers", "token_mlp_dim", "channel_mlp_dim", "dense_layers",
+            "dense_growth", "dense_channel_mlp_dim", "depth_ln", "batch_size", "lr", "weight_decay", "seed")
+    return {k: base[k] for k in keep} | {"num_classes": 10, "repeats": 3 if profile == "smoke" else 9,
+                                         "steps": 2 if profile == "smoke" else 5}
+
+
+def measure_step_costs(config: dict[str, Any], context: RunContext) -> dict[str, Any]:
+    """Time one AdamW training step of every architecture, interleaved, on one device.
+
+    Each repeat times ``steps`` steps of every architecture in turn (after one
+    untimed step), so load changes hit all of them alike. CPU: process CPU time
+    on one thread; CUDA: wall time between synchronisations, and the peak memory
+    of each architecture's block. Reported: median ms per step, the median over
+    repeats of the ratio to the ResNet rule, saved activation bytes, parameters.
+    """
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    size = {"FashionMNIST": (28, 1), "CIFAR10": (32, 3)}[config["dataset"]]
+    gen = torch.Generator().manual_seed(config["seed"])
+    x = torch.randn(config["batch_size"], size[1], size[0], size[0], generator=gen).to(device)
+    y = torch.randint(0, 10, (config["batch_size"],), generator=gen).to(device)
+    models, opts, names = [], [], []
+    for arch, rule in COST_ARCHS:
+        cfg = make_config(rule, config["seed"], profile="book", arch=arch) | {
+            k: config[k] for k in config if k not in ("repeats", "steps")}
+        check_config(cfg)
+        torch.manual_seed(config["seed"])
+        m = build_model(cfg, image_size=size[0], in_channels=size[1]).to(device)
+        models.append(m)
+        opts.append(torch.optim.AdamW(m.parameters(), lr=config["lr"], weight_decay=config["weight_decay"]))
+        names.append("dense_mixer" if arch == "dense_mixer" else rule)
+
+    def step(i: int) -> None:
+        loss = nn.functional.cross_entropy(models[i](x), y)
+        opts[i].zero_grad(set_to_none=True)
+        loss.backward()
+        opts[i].step()
+
+    def clock() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            return time.perf_counter()
+        return time.process_time()
+
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    times = {n: [] for n in names}
+    peak = {n: 0 for n in names}
+    try:
+        for _ in range(config["repeats"]):
+            for i, n in enumerate(names):
+                step(i)  # untimed: caches and allocator warm for this model
+                if device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(device)
+                t0 = clock()
+                for _ in range(config["steps"]):
+                    step(i)
+                times[n].append((clock() - t0) / config["steps"])
+                if device.type == "cuda":
+                    peak[n] = max(peak[n], int(torch.cuda.max_memory_allocated(device)))
+    finally:
+        torch.set_num_threads(threads)
+    metrics: dict[str, Any] = {}
+    for i, n in enumerate(names):
+        ratios = [t / r for t, r in zip(times[n], times["resnet"])]
+        metrics[f"{n}/ms_per_step"] = 1000 * float(np.median(times[n]))
+        metrics[f"{n}/ratio_to_resnet"] = float(np.median(ratios))
+        metrics[f"{n}/parameters"] = num_parameters(models[i])
+        metrics[f"{n}/saved_activation_bytes"] = saved_activation_bytes(models[i], (x, y))
+        if device.type == "cuda":
+            metrics[f"{n}/peak_cuda_bytes"] = peak[n]
+    return {"metrics": metrics, "curves": {f"{n}/seconds_per_step": times[n] for n in names},
+            "device": str(device)}
+
+
+register(
+    Experiment(
+        id=COST_ID,
+        title="H-ACN Mixer: step time, activation memory and parameters of every residual rule, side by side",
+        train=measure_step_costs,
+        configs={p: (lambda p=p: [cost_config(p)]) for p in ("smoke", "book", "paper")},
+        setting={
+            "smoke": "2-layer Mixer, 3 x 2 timed steps per architecture",
+            "book": "the book's 16-layer d-32 Mixer, batch 128, 9 repeats x 5 steps, one CPU thread",
+            "paper": "Appendix A's Mixer, batch 64, 9 repeats x 5 steps (on a GPU when there is one)",
+        },
+    )
+)
+
+
 # ----------------------------------------------------------------------------- tables for the notebooks
 
 
@@ -496,28 +596,43 @@ def seed_correlations(results: Sequence[RunResult], rule: str = "hacn", num_clas
     return pd.DataFrame(rows).set_index("weights")
 
 
-def comparison_table(results: Sequence[RunResult], num_classes: int = 10):
-    """Every architecture on the same Mixer and budget (chapter 3): accuracy, exits, cost; mean ± 95% CI."""
+def comparison_table(results: Sequence[RunResult], cost: RunResult | None = None, num_classes: int = 10):
+    """Every architecture on the same Mixer and budget (chapter 3): accuracy, exits, cost; mean ± 95% CI.
+
+    With ``cost`` (the ``hacn-mixer-cost`` run) the step time, its ratio to the
+    ResNet rule and the activation memory come from that side-by-side
+    measurement; without it, from the training runs' own clocks (which other
+    jobs on the machine may have slowed by different amounts).
+    """
     import pandas as pd
 
-    groups = [(RULE_LABELS[rule], select(results, rule=rule, num_classes=num_classes,
-                                          **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {})))
+    groups = [(rule, select(results, rule=rule, num_classes=num_classes,
+                            **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {})))
               for rule in STUDY_RULES]
-    groups.append((RULE_LABELS["dense_mixer"], select(results, arch="dense_mixer", num_classes=num_classes)))
+    groups.append(("dense_mixer", select(results, arch="dense_mixer", num_classes=num_classes)))
     rows = []
-    for name, runs in groups:
+    for key, runs in groups:
         if not runs:
             continue
         m = [r.metrics for r in runs]
-        rows.append({
-            "architecture": name,
+        row = {
+            "architecture": RULE_LABELS[key],
             "test acc (%)": _est([x["test_accuracy"] for x in m], 100.0),
             "half-depth exit acc (%)": _est([x["first_half_exit_accuracy"] for x in m], 100.0),
-            "parameters": m[0]["parameters"],
-            "s / epoch": _est([x["seconds_per_epoch"] for x in m], digits=1),
-            "saved activations (MB / batch)": f"{m[0]['saved_activation_bytes'] / 2**20:.1f}",
             "Gamma": _est([x["gamma"] for x in m], digits=3) if "gamma" in m[0] else "-",
-        })
+            "parameters": m[0]["parameters"],
+        }
+        if cost is not None and f"{key}/ms_per_step" in cost.metrics:
+            c = cost.metrics
+            row |= {"ms / step": round(c[f"{key}/ms_per_step"], 1),
+                    "step time / ResNet": round(c[f"{key}/ratio_to_resnet"], 3),
+                    "saved activations (MB / batch)": round(c[f"{key}/saved_activation_bytes"] / 2**20, 1)}
+            if f"{key}/peak_cuda_bytes" in c:
+                row["peak CUDA memory (MB)"] = round(c[f"{key}/peak_cuda_bytes"] / 2**20, 1)
+        else:
+            row |= {"s / epoch (training clock)": _est([x["seconds_per_epoch"] for x in m], digits=1),
+                    "saved activations (MB / batch)": round(m[0]["saved_activation_bytes"] / 2**20, 1)}
+        rows.append(row)
     return pd.DataFrame(rows).set_index("architecture")
 
 
