@@ -31,6 +31,7 @@ EXPERIMENT_MODULES: tuple[str, ...] = (
     "hacn_core.experiments.awnn_init",
     "hacn_core.experiments.awnn_adaptive",
     "hacn_core.experiments.hacn_mixer",
+    "hacn_core.experiments.gates_cifar",
 )
 
 
