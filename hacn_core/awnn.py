@@ -1343,7 +1343,9 @@ class WidthCallback(Callback):
       model, so that resizes keep its state in sync;
     * ``on_step_end``: :func:`update_widths` after every optimizer step, i.e. right
       before the next forward (Algorithm 1, line 5), and the rate prior of
-      ``schedule`` (Sec. 5.3) for the current epoch;
+      ``schedule`` (Sec. 5.3) for the epoch of that *next* step, so every step of
+      0-based epoch ``e`` runs under ``schedule(e)`` ("at epoch 1000": all steps
+      after 1,000 completed epochs, none before);
     * ``on_record``: ``awnn/widths`` (all hidden widths, module order),
       ``awnn/total_width``, ``awnn/rates`` and, with an :class:`ELBOLoss`,
       ``elbo/<term>``, the mean of each term of Eq. 13 over the batches since the
@@ -1357,7 +1359,9 @@ class WidthCallback(Callback):
 
     def _set_prior(self, state: TrainState) -> None:
         if self.schedule is not None:
-            self.elbo.rate_prior = self.schedule(state.epoch)
+            # after an epoch's last step the trainer still reports that epoch; the next step is the next one's
+            next_epoch = state.epoch + (1 if state.step_in_epoch >= state.steps_per_epoch else 0)
+            self.elbo.rate_prior = self.schedule(next_epoch)
 
     def on_train_begin(self, state: TrainState) -> None:
         for m in adaptive_mlps(state.model):

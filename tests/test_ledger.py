@@ -106,3 +106,14 @@ def test_command_line_run_list_and_ledger(tmp_path, capsys, toy_experiment):
     assert "seed=1: test_acc=0.6" in capsys.readouterr().out
     assert main(["ledger", "--results", str(tmp_path)]) == 0
     assert "scaled analogue" in capsys.readouterr().out
+
+
+def test_stored_returns_only_runs_already_in_the_store(tmp_path):
+    from hacn_core import experiments
+    from hacn_core.results import ResultsStore
+
+    store = ResultsStore(tmp_path)
+    assert experiments.stored("hacn-mixer-cost", "smoke", store=store) == []
+    ran = experiments.run("hacn-mixer-cost", "smoke", store=store, allow_train=True, progress=False)
+    assert [r.config_hash for r in experiments.stored("hacn-mixer-cost", "smoke", store=store)] == [
+        r.config_hash for r in ran]

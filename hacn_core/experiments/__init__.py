@@ -32,6 +32,7 @@ EXPERIMENT_MODULES: tuple[str, ...] = (
     "hacn_core.experiments.awnn_adaptive",
     "hacn_core.experiments.hacn_mixer",
     "hacn_core.experiments.gates_cifar",
+    "hacn_core.experiments.awnn_compress",
 )
 
 
@@ -140,3 +141,17 @@ def run(
             )
         )
     return results
+
+
+def stored(
+    experiment_id: str, profile: str, *, store: ResultsStore | None = None, where: Mapping[str, Any] | None = None
+) -> list[RunResult]:
+    """The runs of ``profile`` (matching ``where``) that are already stored; never trains.
+
+    For chapters that show part of a long profile (e.g. the paper-setting runs
+    that exist so far) next to the profile they render.
+    """
+    experiment = get(experiment_id)
+    store = store or ResultsStore()
+    configs = [c for c in experiment.runs(profile) if all(c.get(k) == v for k, v in (where or {}).items())]
+    return [r for r in (store.load(experiment.id, c) for c in configs) if r is not None]
