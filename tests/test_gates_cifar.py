@@ -213,3 +213,15 @@ def test_one_tiny_run_records_curves_and_gates(tmp_path):
     assert len(c["test_error"]) == len(c["train_error"]) == 2 and len(c["train_loss"]) == 1
     assert m["mean_k"] == pytest.approx(sum(c["k_per_block"]) / 6)
     assert 0.0 <= m["test_error"] <= 1.0 and m["parameters"] == 43_836
+
+
+def test_cost_table_reads_wall_time_off_the_runs():
+    from hacn_core.results import RunResult, config_hash
+
+    runs = []
+    for seed, seconds in ((0, 120.0), (1, 180.0)):
+        config = gc.smoke_configs()[0] | {"seed": seed}
+        runs.append(RunResult(gc.EXPERIMENT_ID, config, config_hash(config), seed, {"wall_time_s": seconds}))
+    table = gc.cost_table(runs)
+    assert table.iloc[0]["runs"] == 2 and table.iloc[0]["minutes per run"] == 2.5
+    assert table.iloc[-1]["network"] == "all" and table.iloc[-1]["minutes in all"] == 5.0

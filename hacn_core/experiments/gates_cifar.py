@@ -55,7 +55,7 @@ Profiles
     the same shape (``MINI_WRN``: 2 blocks per stage, widths 8/16/32, a
     4-channel stem so that block 1 also changes dimension as in WRN (4,10)),
     the WRN recipe for 10 epochs, with and without dropout 0.3, in the three
-    variants, seeds 0 and 1 (12 runs; ``BOOK_SECONDS_PER_RUN`` measured).
+    variants, seeds 0 and 1 (12 runs; ``cost_table`` reads their time off the runs).
     ``smoke``: the book's runs at seed 0 for 2 epochs on 512 images.
 """
 
@@ -713,19 +713,23 @@ def claims(results: Sequence[RunResult]):
     return pd.DataFrame.from_records(rows)
 
 
-# Measured cost of the book profile: CPU seconds (process time, one thread, this project's 2-core Xeon
-# at load 4-5) of one whole run of 10 epochs on 8,000 images, with the per-epoch evaluations of the
-# curves and the final evaluation on the 10,000 test images (mini-wrn-dropout, gated, seed 0: 164 s).
-# The run without dropout was not timed to the end; a step without dropout measured about 10% cheaper,
-# so the dropout figure is used as an upper bound for both.
-BOOK_SECONDS_PER_RUN: dict[str, float] = {"mini-wrn": 164.0, "mini-wrn-dropout": 164.0}
+def cost_table(results: Sequence[RunResult]):
+    """Wall-clock minutes per run (mean over seeds) for each network and variant, and the total.
 
+    Read off the stored runs (``wall_time_s``: the whole run with its per-epoch
+    evaluations), so it names the cost on the machine in their provenance.
+    """
+    import pandas as pd
 
-def cost_summary() -> dict[str, float]:
-    """CPU-minutes of the book profile from ``BOOK_SECONDS_PER_RUN`` (seeds x variants x networks)."""
-    per_model = {m: s * len(VARIANTS) * len(BOOK_SEEDS) / 60 for m, s in BOOK_SECONDS_PER_RUN.items()}
-    return {f"{m}: {len(VARIANTS) * len(BOOK_SEEDS)} runs, CPU-minutes": round(v, 1) for m, v in per_model.items()} | {
-        "book profile total, CPU-minutes": round(sum(per_model.values()), 1)}
+    rows: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        rows.setdefault((r.config["model"], r.config["variant"]), []).append(r.metrics["wall_time_s"] / 60)
+    frame = pd.DataFrame([{"network": m, "variant": v, "runs": len(t), "minutes per run": float(np.mean(t)),
+                           "minutes in all": float(np.sum(t))} for (m, v), t in sorted(rows.items())])
+    if len(frame):
+        frame.loc[len(frame)] = {"network": "all", "variant": "", "runs": int(frame["runs"].sum()),
+                                 "minutes per run": float("nan"), "minutes in all": float(frame["minutes in all"].sum())}
+    return frame
 
 
 # ----------------------------------------------------------------------------- figures
