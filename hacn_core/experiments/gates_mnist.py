@@ -619,6 +619,25 @@ def plot_mean_k(results: Sequence[RunResult]):
     return fig
 
 
+def plot_long_runs(runs: Sequence[RunResult]):
+    """Training loss, test error and mean ``k`` per epoch of runs at the paper's full budget (one line each)."""
+    from hacn_core import plots
+
+    fig, axes = plots.figure(ncols=3, height=2.8)
+    for r in sorted(runs, key=lambda r: (r.config["depth"], r.config["kind"], r.seed)):
+        lbl = f"{KIND_LABELS[r.config['kind']]}, d = {r.config['depth']}, seed {r.seed}"
+        axes[0, 0].plot(r.curves["epoch"], r.curves["train_loss"], label=lbl)
+        axes[0, 1].plot(r.curves["record_epoch"], 100 * np.asarray(r.curves["test_error"]), label=lbl)
+        if "mean_k" in r.curves:
+            axes[0, 2].plot(r.curves["record_epoch"], r.curves["mean_k"], label=lbl)
+    for ax, name in zip(axes[0], ("training loss", "test error (%)", "mean k")):
+        ax.set_xlabel("epoch")
+        ax.set_title(name)
+    axes[0, 0].legend(frameon=False, fontsize="x-small")
+    fig.tight_layout()
+    return fig
+
+
 def plot_removal(results: Sequence[RunResult]):
     """Fig. 5: final ``k`` per block (left) and accuracy vs removed layers (right), deepest residual nets."""
     from hacn_core import plots
