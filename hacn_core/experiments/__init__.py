@@ -155,3 +155,15 @@ def stored(
     store = store or ResultsStore()
     configs = [c for c in experiment.runs(profile) if all(c.get(k) == v for k, v in (where or {}).items())]
     return [r for r in (store.load(experiment.id, c) for c in configs) if r is not None]
+
+
+def cell_means(results: Sequence[RunResult], metric: str, keys: Sequence[str]) -> dict[tuple, float]:
+    """Mean of ``metric`` over the runs of each cell, a cell being the values of ``keys`` in the config.
+
+    Runs without ``metric`` are skipped (e.g. ``mean_k`` of ungated networks).
+    """
+    values: dict[tuple, list[float]] = {}
+    for r in results:
+        if metric in r.metrics:
+            values.setdefault(tuple(r.config[k] for k in keys), []).append(float(r.metrics[metric]))
+    return {cell: sum(v) / len(v) for cell, v in values.items()}

@@ -256,6 +256,14 @@ def build_model(config: dict[str, Any]) -> AdaptiveMLP:
         importance_norm=config["importance_norm"]))
 
 
+def adam_train_config(config: dict[str, Any]) -> TrainConfig:
+    """The trainer settings of every AWNN tabular run: Adam, the config's epochs, batch and rate, CPU."""
+    return TrainConfig(
+        epochs=config["epochs"], batch_size=config["batch_size"], lr=config["lr"], optimizer="adam",
+        fused=False,  # the adaptive layers' parameters are strided views (hacn_core.awnn)
+        seed=config["seed"], device="cpu", checkpoint_every_minutes=5.0)
+
+
 def train_adaptive_mlp(config: dict[str, Any], context: RunContext) -> dict[str, Any]:
     """Train one AWNN run; report test accuracy and width at the best validation epoch."""
     _check_config(config)
@@ -264,10 +272,7 @@ def train_adaptive_mlp(config: dict[str, Any], context: RunContext) -> dict[str,
     torch.manual_seed(config["seed"])
     model = build_model(config)
     elbo = ELBOLoss(model, n_train, sigma_theta=config["sigma_theta"], rate_prior=None)
-    train_config = TrainConfig(
-        epochs=config["epochs"], batch_size=config["batch_size"], lr=config["lr"], optimizer="adam",
-        fused=False,  # the adaptive layers' parameters are strided views (hacn_core.awnn)
-        seed=config["seed"], device="cpu", checkpoint_every_minutes=5.0)
+    train_config = adam_train_config(config)
     cpu0 = time.process_time()
     out = fit(model, splits["train"], train_config, loss_fn=elbo,
               callbacks=[WidthCallback(elbo), SplitAccuracy(splits["val"], splits["test"])],

@@ -80,10 +80,10 @@ from hacn_core.awnn import (
     truncate,
 )
 from hacn_core.experiments import Experiment, Link, register
-from hacn_core.experiments.awnn_adaptive import ARMS, build_model, load_splits
+from hacn_core.experiments.awnn_adaptive import ARMS, adam_train_config, build_model, load_splits
 from hacn_core.experiments.awnn_tabular import SplitAccuracy
 from hacn_core.results import RunContext, RunResult
-from hacn_core.training import TrainConfig, TrainState, evaluate, fit
+from hacn_core.training import evaluate, fit
 
 EXPERIMENT_ID = "awnn-compress"
 STUDIES: tuple[str, ...] = ("anneal", "truncate")
@@ -291,10 +291,7 @@ def train_compress(config: dict[str, Any], context: RunContext) -> dict[str, Any
     model = build_model(config)
     schedule = prior_schedule(config)
     elbo = ELBOLoss(model, n_train, sigma_theta=config["sigma_theta"], rate_prior=None)
-    train_config = TrainConfig(
-        epochs=config["epochs"], batch_size=config["batch_size"], lr=config["lr"], optimizer="adam",
-        fused=False,  # the adaptive layers' parameters are strided views (hacn_core.awnn)
-        seed=config["seed"], device="cpu", checkpoint_every_minutes=5.0)
+    train_config = adam_train_config(config)
     cpu0 = time.process_time()
     out = fit(model, splits["train"], train_config, loss_fn=elbo,
               callbacks=[WidthCallback(elbo, schedule), SplitAccuracy(splits["val"], splits["test"])],

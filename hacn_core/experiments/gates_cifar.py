@@ -72,7 +72,7 @@ from torch import Tensor, nn
 
 from hacn_core import gates
 from hacn_core.data import image_tensors
-from hacn_core.experiments import Experiment, Link, register
+from hacn_core.experiments import Experiment, Link, cell_means, register
 from hacn_core.models.resnet_cifar import ResNetCifar, ResNetCifarConfig
 from hacn_core.paper_items import item as paper_item
 from hacn_core.results import RunContext, RunResult
@@ -668,12 +668,7 @@ def k_per_block_table(results: Sequence[RunResult]):
 
 
 def _group_means(results: Sequence[RunResult], metric: str) -> dict[tuple[str, str, str], float]:
-    values: dict[tuple[str, str, str], list[float]] = {}
-    for r in results:
-        if metric in r.metrics:
-            values.setdefault((r.config["dataset"], r.config["model"], r.config["variant"]), []).append(
-                float(r.metrics[metric]))
-    return {key: float(np.mean(v)) for key, v in values.items()}
+    return cell_means(results, metric, ("dataset", "model", "variant"))
 
 
 def claims(results: Sequence[RunResult]):

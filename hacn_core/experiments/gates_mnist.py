@@ -62,7 +62,7 @@ import torch
 
 from hacn_core import gates
 from hacn_core.data import image_tensors
-from hacn_core.experiments import Experiment, Link, register
+from hacn_core.experiments import Experiment, Link, cell_means, register
 from hacn_core.models.gated_mlp import KINDS, mnist_fc
 from hacn_core.results import RunContext, RunResult
 from hacn_core.training import Callback, TrainConfig, TrainState, evaluate, fit
@@ -420,11 +420,7 @@ def table2(results: Sequence[RunResult]):
 
 def _cell_means(results: Sequence[RunResult], metric: str) -> dict[tuple[str, int], float]:
     """Mean of ``metric`` over seeds per (kind, depth), for the runs that have it."""
-    values: dict[tuple[str, int], list[float]] = {}
-    for r in results:
-        if metric in r.metrics:
-            values.setdefault((r.config["kind"], r.config["depth"]), []).append(float(r.metrics[metric]))
-    return {cell: float(np.mean(v)) for cell, v in values.items()}
+    return cell_means(results, metric, ("kind", "depth"))
 
 
 def claims(results: Sequence[RunResult]):
