@@ -167,3 +167,23 @@ def cell_means(results: Sequence[RunResult], metric: str, keys: Sequence[str]) -
         if metric in r.metrics:
             values.setdefault(tuple(r.config[k] for k in keys), []).append(float(r.metrics[metric]))
     return {cell: sum(v) / len(v) for cell, v in values.items()}
+
+
+class ClaimTable:
+    """Rows of a chapter's "the paper's claims, checked on our runs" table.
+
+    ``add(claim, source, evidence, holds)`` records one claim: where the paper
+    makes it, our evidence, and whether it holds (``None`` when the runs cannot
+    tell); ``frame()`` is the DataFrame the notebook shows.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, claim: str, source: str, evidence: str, holds: bool | None) -> None:
+        self.rows.append({"claim": claim, "paper": source, "ours": evidence, "holds": holds})
+
+    def frame(self):
+        import pandas as pd
+
+        return pd.DataFrame.from_records(self.rows, columns=["claim", "paper", "ours", "holds"])

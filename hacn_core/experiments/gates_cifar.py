@@ -72,7 +72,7 @@ from torch import Tensor, nn
 
 from hacn_core import gates
 from hacn_core.data import image_tensors
-from hacn_core.experiments import Experiment, Link, cell_means, register
+from hacn_core.experiments import ClaimTable, Experiment, Link, cell_means, register
 from hacn_core.models.resnet_cifar import ResNetCifar, ResNetCifarConfig
 from hacn_core.paper_items import item as paper_item
 from hacn_core.results import RunContext, RunResult
@@ -677,16 +677,12 @@ def claims(results: Sequence[RunResult]):
     Returns a DataFrame with the claim, where the paper makes it, our evidence
     and whether it holds (``None`` when the runs cannot tell).
     """
-    import pandas as pd
-
     err = _group_means(results, "test_error")
     gap = _group_means(results, "k_dim_change_gap")
     last = _group_means(results, "k_last_is_max")
     nets = sorted({(d, m) for d, m, _ in err})
-    rows = []
-
-    def add(claim: str, source: str, evidence: str, holds: bool | None) -> None:
-        rows.append({"claim": claim, "paper": source, "ours": evidence, "holds": holds})
+    table = ClaimTable()
+    add = table.add
 
     for d, m in nets:
         label = f"{MODEL_LABELS.get(m, m)} on {d}"
@@ -705,7 +701,7 @@ def claims(results: Sequence[RunResult]):
         if (d, m, "gated") in last:
             add(f"{label}: the last block has the largest k", "Fig. 6",
                 f"in {100 * last[(d, m, 'gated')]:.0f}% of the seeds", last[(d, m, "gated")] == 1.0)
-    return pd.DataFrame.from_records(rows)
+    return table.frame()
 
 
 def cost_table(results: Sequence[RunResult]):

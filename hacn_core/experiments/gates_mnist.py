@@ -62,7 +62,7 @@ import torch
 
 from hacn_core import gates
 from hacn_core.data import image_tensors
-from hacn_core.experiments import Experiment, Link, cell_means, register
+from hacn_core.experiments import ClaimTable, Experiment, Link, cell_means, register
 from hacn_core.models.gated_mlp import KINDS, mnist_fc
 from hacn_core.results import RunContext, RunResult
 from hacn_core.training import Callback, TrainConfig, TrainState, evaluate, fit
@@ -429,16 +429,12 @@ def claims(results: Sequence[RunResult]):
     Returns a DataFrame with the claim, where the paper makes it, our evidence
     and whether it holds (``None`` when the runs cannot tell).
     """
-    import pandas as pd
-
     err = _cell_means(results, "test_error")
     loss = _cell_means(results, "train_loss")
     mean_k = _cell_means(results, "mean_k")
     depths = sorted({d for _, d in err})
-    rows = []
-
-    def add(claim: str, source: str, evidence: str, holds: bool | None) -> None:
-        rows.append({"claim": claim, "paper": source, "ours": evidence, "holds": holds})
+    table = ClaimTable()
+    add = table.add
 
     for gated, base in (("gated_plain", "plain"), ("gated_resnet", "resnet")):
         pairs = [d for d in depths if (gated, d) in err and (base, d) in err]
@@ -484,7 +480,7 @@ def claims(results: Sequence[RunResult]):
             kept_p = float(np.mean([r.metrics["retained_half_removed_random"] for r in p]))
             add("ResNet degrades more under random removal than Gated ResNet", "Fig. 5 (right)",
                 f"ResNet keeps {100 * kept_p:.1f}% with half its blocks removed", kept_p < kept)
-    return pd.DataFrame.from_records(rows)
+    return table.frame()
 
 
 def gate_gradients_at_init(kind: str, depth: int, *, batches: int = 20, batch_size: int = 128, seed: int = 0,
