@@ -45,6 +45,7 @@ EXPERIMENT_MODULES: tuple[str, ...] = (
     "hacn_core.experiments.gates_cifar",
     "hacn_core.experiments.awnn_compress",
     "hacn_core.experiments.awnn_ablations",
+    "hacn_core.experiments.awnn_cost",
 )
 
 

@@ -1,0 +1,90 @@
+"""The step-cost measurement of the AWNN (``hacn_core.experiments.awnn_cost``)."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+
+from hacn_core import experiments
+from hacn_core.awnn import AdaptiveMLP, quantile_width
+from hacn_core.experiments import awnn_cost as ac
+
+
+def _awnn(seed: int = 0) -> AdaptiveMLP:
+    torch.manual_seed(seed)
+    return AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, activation="relu", rate_init=0.05)
+
+
+def test_naive_model_starts_as_the_awnn():
+    """Same weights, same rates, Eq. 14's importances: the two compute one function."""
+    awnn = _awnn()
+    naive = ac.NaiveAWNN(awnn)
+    x = torch.randn(16, 2)
+    assert naive.widths() == awnn.widths()
+    # float32: exp(-nu j) - exp(-nu (j + 1)) cancels where q^j (1 - q) does not
+    torch.testing.assert_close(naive(x), awnn(x), rtol=1e-4, atol=1e-5)
+
+
+def test_naive_rebuild_keeps_survivors_and_state():
+    """A rebuild at the same widths keeps the function and every optimizer state; a
+    rebuild that shrinks a layer keeps its surviving weights and resets its state."""
+    awnn = _awnn()
+    naive = ac.NaiveAWNN(awnn)
+    opt = torch.optim.Adam(naive.parameters(), lr=0.01)
+    x, y = torch.randn(32, 2), torch.randint(0, 2, (32,))
+    ac.scaled_ce(naive(x), y, 1000).backward()
+    opt.step()
+    before = naive(x).detach()
+    first = naive.lins[0].weight.detach().clone()
+    opt2 = naive.rebuild(opt, 0.01, keep_widths=True)
+    torch.testing.assert_close(naive(x), before)
+    assert len(opt2.state) == len(list(naive.parameters()))  # every tensor kept its Adam state
+    with torch.no_grad():
+        naive.raw[0].fill_(-1.0)  # a larger rate: a narrower first layer
+    opt3 = naive.rebuild(opt2, 0.01)
+    w = naive.widths()[0]
+    assert w < first.shape[0]
+    torch.testing.assert_close(naive.lins[0].weight, first[:w])
+    assert naive.lins[0].weight not in opt3.state
+
+
+def test_fixed_mlp_shape():
+    net = ac.fixed_mlp(2, [5, 3], 4)
+    assert sum(p.numel() for p in net.parameters()) == (2 * 5 + 5) + (5 * 3 + 3) + (3 * 4 + 4)
+    assert net(torch.randn(7, 2)).shape == (7, 4)
+
+
+@pytest.mark.parametrize("phase", ac.PHASES)
+def test_measurement_is_consistent(phase):
+    """Medians are those of the stored per-repetition ratios; steady keeps the widths,
+    adapting changes them; the thread count is restored."""
+    threads = torch.get_num_threads()
+    config = ac.step_cost_config("smoke", phase) | {"reps": 3, "steps": 3}
+    out = ac.measure_step_costs(config)
+    m, c = out["metrics"], out["curves"]
+    assert torch.get_num_threads() == threads
+    assert len(c["awnn_s"]) == len(c["fixed_s"]) == len(c["naive_s"]) == 3
+    assert m["awnn/fixed"] == pytest.approx(statistics.median(a / f for a, f in zip(c["awnn_s"], c["fixed_s"])))
+    assert m["awnn_us"] == pytest.approx(1e6 * statistics.median(c["awnn_s"]))
+    assert m["width_start"] == 2 * quantile_width(config["rate_init"]) == 462
+    if phase == "steady":
+        assert m["width_changes"] == 0 and m["width_end"] == m["width_start"]
+    else:
+        assert m["width_changes"] > 0
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="phase"):
+        ac.step_cost_config("book", "warm")
+    with pytest.raises(ValueError, match="steps"):
+        ac.measure_step_costs(ac.step_cost_config("smoke", "steady") | {"steps": 1})
+    with pytest.raises(ValueError, match="reps"):
+        ac.measure_step_costs(ac.step_cost_config("smoke", "steady") | {"reps": 0})
+
+
+def test_registered_with_both_phases():
+    exp = experiments.get(ac.EXPERIMENT_ID)
+    for profile in ("smoke", "book", "paper"):
+        assert sorted(c["phase"] for c in exp.runs(profile)) == sorted(ac.PHASES)
