@@ -88,3 +88,17 @@ def test_registered_with_both_phases():
     exp = experiments.get(ac.EXPERIMENT_ID)
     for profile in ("smoke", "book", "paper"):
         assert sorted(c["phase"] for c in exp.runs(profile)) == sorted(ac.PHASES)
+
+
+def test_ratio_by_width_groups_repetitions():
+    from hacn_core.results import RunResult
+
+    curves = {"awnn_s": [2.0, 3.0, 4.0, 1.2], "fixed_s": [1.0, 1.0, 2.0, 1.0], "static_s": [1.5, 1.5, 3.0, 1.1],
+              "update_width_s": [0.1] * 4, "total_width": [150, 190, 250, 500]}
+    result = RunResult("x", {"phase": "adapting"}, "h", 0, {}, curves)
+    table = ac.ratio_by_width(result)
+    assert list(table.index) == ["< 200", "200-299", ">= 400"]  # empty bands are left out
+    assert table.loc["< 200", "repetitions"] == 2
+    assert table.loc["< 200", "awnn/fixed"] == pytest.approx(2.5)  # median of 2 and 3
+    assert table.loc["200-299", "static/fixed"] == pytest.approx(1.5)
+    assert table.loc[">= 400", "awnn/static"] == pytest.approx(1.2 / 1.1)

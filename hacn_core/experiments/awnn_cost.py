@@ -333,13 +333,16 @@ def cost_table(results: Sequence[RunResult]):
     return pd.DataFrame(rows).set_index("phase")
 
 
-def ratio_by_width(result: RunResult, edges: Sequence[int] = (0, 100, 200, 300, 10**9)):
-    """The adapting run's per-repetition ratios, grouped by the AWNN's total width then."""
+def ratio_by_width(result: RunResult, edges: Sequence[int] = (200, 300, 400)):
+    """The adapting run's per-repetition ratios (medians), grouped by the AWNN's total
+    width in that repetition: below ``edges[0]``, between the edges, from ``edges[-1]`` on."""
     import pandas as pd
 
     ratio = _ratios(result.curves)
     frame = pd.DataFrame({"total width": result.curves["total_width"], **ratio})
-    frame["width band"] = pd.cut(frame["total width"], list(edges), right=False)
+    bins = [0, *edges, float("inf")]
+    labels = [f"< {edges[0]}", *(f"{a}-{b - 1}" for a, b in zip(edges, edges[1:])), f">= {edges[-1]}"]
+    frame["width band"] = pd.cut(frame["total width"], bins, right=False, labels=labels)
     cols = ["awnn/fixed", "static/fixed", "awnn/static"] + (["naive/fixed"] if "naive/fixed" in ratio else [])
     table = frame.groupby("width band", observed=True)[cols].median()
     table.insert(0, "repetitions", frame.groupby("width band", observed=True).size())
