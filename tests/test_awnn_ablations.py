@@ -315,3 +315,26 @@ def test_links_point_at_existing_items_and_metrics():
             paper_items.item(link.item)  # raises if unknown
             assert link.metric == metric_source
             assert any(all(c.get(k) == v for k, v in link.where.items()) for c in exp.runs("book"))
+
+
+def test_width_at_steps_counts_optimizer_steps():
+    """Batch 32 on 3,500 points takes 110 steps per epoch, batch 1024 takes 4: the marks
+    pick the first record at or after that many steps, NaN past the run's end; runs of
+    the rate sweep are left out."""
+    def run(batch, rate, widths):
+        c = ab.stability_config("relu6", batch, rate, 0, epochs=100, record_every=10)
+        curves = {"record_epoch": list(range(0, 101, 10)), "total_width": widths,
+                  "test_acc": [w / 1000 for w in widths]}
+        return RunResult(ab.EXPERIMENT_ID, c, config_hash(c), 0, {"n_train": 3500}, curves)
+
+    small = run(32, 0.01, list(range(100, 111)))
+    large = run(1024, 0.01, list(range(200, 211)))
+    other = run(128, 0.05, list(range(300, 311)))
+    table = ab.width_at_steps([large, other, small], steps=(1_000, 4_000))
+    assert list(table.index.get_level_values("batch")) == [32, 1024]
+    # batch 32: 1,000 steps = epoch 9.1 -> record at epoch 10 (width 101); 4,000 steps = epoch 36.4 -> epoch 40
+    assert table.loc[("ReLU6", 32, 0), ("1,000 steps", "width")] == 101
+    assert table.loc[("ReLU6", 32, 0), ("4,000 steps", "width")] == 104
+    assert table.loc[("ReLU6", 32, 0), ("4,000 steps", "test acc (%)")] == pytest.approx(10.4)
+    # batch 1024: 400 steps in all, so 1,000 and 4,000 are past the end
+    assert math.isnan(table.loc[("ReLU6", 1024, 0), ("1,000 steps", "width")])

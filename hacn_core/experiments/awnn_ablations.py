@@ -573,6 +573,45 @@ def spread_table(results: Sequence[RunResult], sweep: str):
     return pd.DataFrame(rows).set_index("activation") if rows else pd.DataFrame()
 
 
+STEP_MARKS: tuple[int, ...] = (1_000, 3_000, 10_000, 30_000)
+
+
+def width_at_steps(results: Sequence[RunResult], steps: Sequence[int] = STEP_MARKS):
+    """The batch-size sweep counted in optimizer steps instead of epochs.
+
+    A run at batch ``B`` takes ``ceil(N / B)`` steps per epoch (``N`` the training-set
+    size, last batch kept), so at equal epochs batch 32 has taken 32 times the steps of
+    batch 1024. For each run of the batch sweep (``rate_init`` 0.01) and each mark in
+    ``steps``: the total width and the test accuracy (%) at the first record at or
+    after that many steps; ``NaN`` past the end of the run.
+    """
+    import pandas as pd
+
+    from hacn_core.training import steps_per_epoch
+
+    rows = []
+    for r in sorted(results, key=lambda r: (ACTIVATIONS.index(r.config["activation"]), r.config["batch_size"],
+                                            r.config["seed"])):
+        c = r.config
+        if c["rate_init"] != BASE_RATE:
+            continue
+        per_epoch = steps_per_epoch(int(r.metrics["n_train"]), c["batch_size"])
+        done = np.asarray(r.curves["record_epoch"]) * per_epoch
+        row: dict[tuple[str, str] | str, Any] = {"activation": ACTIVATION_LABELS[c["activation"]],
+                                                 "batch": c["batch_size"], "seed": c["seed"]}
+        for mark in steps:
+            i = int(np.searchsorted(done, mark))
+            past = i >= len(done)
+            row[(f"{mark:,} steps", "width")] = np.nan if past else r.curves["total_width"][i]
+            row[(f"{mark:,} steps", "test acc (%)")] = np.nan if past else 100 * r.curves["test_acc"][i]
+        rows.append(row)
+    if not rows:
+        return pd.DataFrame()
+    frame = pd.DataFrame(rows).set_index(["activation", "batch", "seed"])
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    return frame
+
+
 def run_table(results: Sequence[RunResult]):
     """One row per cell (mean over seeds): start, peak and tail width, settle epoch, late drift,
     tail jitter, test accuracy at the end and at the best validation epoch, CPU seconds."""
