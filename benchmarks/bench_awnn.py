@@ -13,20 +13,11 @@ the book shows); this script prints a measurement made now. Two phases: ``adapti
 long run) and ``steady`` (widths frozen). Times are CPU time of this process;
 printed are medians over repetitions. Target: awnn/fixed <= 1.15.
 
-Where the target stands (measured 2026-11-22, 2-core shared VM, 1 thread, two
-trainings running beside it; the spread between runs is a few hundredths):
-
-* ``--quick`` (widths 231 -> about 265 and 230): ``adapting`` 1.12, ``steady`` 1.11.
-  At these widths, those of Table 3's starting rate, the target holds.
-* full ``adapting`` run (widths shrink to about 127 and 35): 1.36, of which the layer
-  itself (``static/fixed``) is 1.21 and adapting (``awnn/static``) 1.10. The target
-  is missed at narrow widths: the AWNN's extra work is a near-constant 100-300 us per
-  step (Eq. 14's rescaling and the rate's gradient, one more pass per hidden layer
-  each way; the bias-as-a-column layout, one concatenation per layer; a backward run
-  from Python; re-pointing parameters and Adam state at their stores when a width
-  changes), and a narrow fixed MLP's step is short.
-
-The naive rebuild costs about 2.1-2.2x a fixed MLP at both widths.
+Where the target stands: the stored measurement (``awnn-step-cost``, book profile, with
+its machine and commit) and its reading are in ``notebooks/awnn_01_width.ipynb``. In
+short, the target holds at the starting widths and is missed at the narrow widths
+late in an adapting run; ``static/fixed`` and ``awnn/static`` say which part of the
+step the difference comes from.
 
     python benchmarks/bench_awnn.py [--quick] [--layers 2] [--rate 0.01] [--foreach none|true|false]
 """
@@ -66,7 +57,7 @@ def main() -> None:
         config = step_cost_config("book", phase) | {
             "hidden_layers": args.layers, "rate_init": args.rate, "batch_size": args.batch, "lr": args.lr,
             "reps": reps, "steps": steps, "naive": not args.no_naive, "foreach": args.foreach}
-        print(report(measure_step_costs(config), config))
+        print(report(measure_step_costs(config)["metrics"], phase))
 
 
 if __name__ == "__main__":

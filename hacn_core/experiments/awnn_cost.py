@@ -267,11 +267,12 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
             curves["total_width"].append(sum(widths))
             if config["naive"]:
                 ncpu, nwall, seen_n = time_block(naive_step)
-                nfcpu, nfwall = time_fixed(mean_widths(seen_n))
+                naive_widths = mean_widths(seen_n)
+                nfcpu, nfwall = time_fixed(naive_widths)
                 curves["naive_s"].append(ncpu)
                 curves["naive_fixed_s"].append(nfcpu)
                 curves["naive_wall_ratio"].append(nwall / nfwall)
-                curves["naive_total_width"].append(sum(mean_widths(seen_n)))
+                curves["naive_total_width"].append(sum(naive_widths))
     finally:
         torch.set_num_threads(threads)
     curves = {k: v for k, v in curves.items() if v}
@@ -301,11 +302,11 @@ def _ratios(curves: dict[str, list[float]]) -> dict[str, list[float]]:
     return out
 
 
-def report(result: dict[str, Any] | RunResult, config: dict[str, Any]) -> str:
-    """The benchmark's printout of one phase's measurement."""
-    m = result.metrics if isinstance(result, RunResult) else result["metrics"]
+def report(metrics: dict[str, Any], phase: str) -> str:
+    """The benchmark's printout of one phase's measurement (``metrics`` of :func:`measure_step_costs`)."""
+    m = metrics
     lines = [
-        f"[{config['phase']}] AWNN total width {m['width_start']} -> {m['width_end']} {m['widths_end']}, "
+        f"[{phase}] AWNN total width {m['width_start']} -> {m['width_end']} {m['widths_end']}, "
         f"width changed at {m['width_changes']} of {m['steps_compared']} steps",
         f"  awnn   {m['awnn_us']:7.0f} us/step  fixed@same widths {m['fixed_us']:7.0f} us/step  "
         f"ratio {m['awnn/fixed']:.3f} (wall-clock {m['awnn/fixed_wall']:.3f})  [target <= {TARGET_RATIO}]",
