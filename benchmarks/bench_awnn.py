@@ -3,8 +3,9 @@
 The paper reports "up to 10x" overhead for a naive implementation that changes
 the network at every step. This benchmark times one training step (width update,
 forward, backward, Adam step) on SpiralHard mini-batches (batch 128, CPU, one
-thread) for four models, interleaved repetition by repetition: the AWNN, a fixed MLP at its
-current widths, the AWNN's layer frozen at those widths (``static``), and a naive
+thread), interleaved repetition by repetition: the AWNN (its fused node in C++), the
+same AWNN with the Python node (same values; what the C++ node saves), a fixed MLP at
+its current widths, the AWNN's layer frozen at those widths (``static``), and a naive
 variant that rebuilds its layers and its Adam at every step, as the paper's public
 code does. The models and the measurement are
 ``hacn_core.experiments.awnn_cost`` (whose stored runs, experiment ``awnn-step-cost``,
@@ -20,6 +21,7 @@ late in an adapting run; ``static/fixed`` and ``awnn/static`` say which part of 
 step the difference comes from.
 
     python benchmarks/bench_awnn.py [--quick] [--layers 2] [--rate 0.01] [--foreach none|true|false]
+                                    [--no-naive] [--no-python]
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None, help="steps per timed block")
     ap.add_argument("--phase", choices=("both", *PHASES), default="both")
     ap.add_argument("--no-naive", action="store_true")
+    ap.add_argument("--no-python", action="store_true", help="do not also time the AWNN with the Python node")
     ap.add_argument("--foreach", type=lambda v: {"none": None, "true": True, "false": False}[v.lower()], default=None,
                     help="Adam's foreach for every model: none (PyTorch's choice; the for-loop on CPU), true, false")
     args = ap.parse_args()
@@ -56,7 +59,8 @@ def main() -> None:
     for phase in PHASES if args.phase == "both" else (args.phase,):
         config = step_cost_config("book", phase) | {
             "hidden_layers": args.layers, "rate_init": args.rate, "batch_size": args.batch, "lr": args.lr,
-            "reps": reps, "steps": steps, "naive": not args.no_naive, "foreach": args.foreach}
+            "reps": reps, "steps": steps, "naive": not args.no_naive,
+            "python_node": not args.no_python, "foreach": args.foreach}
         print(report(measure_step_costs(config)["metrics"], phase))
 
 

@@ -64,7 +64,10 @@ place. Consequences:
 
 The MLP itself runs as one autograd node with a hand-written backward
 (:class:`_AdaptiveMLPFunction`, checked against plain autograd in the tests), as
-the per-op bookkeeping of autograd dominates the small MLPs of the paper.
+the per-op bookkeeping of autograd dominates the small MLPs of the paper. The
+same node also exists in C++ (``hacn_core/csrc/awnn_fused.cpp``, same ops in the
+same order, equal bit for bit), compiled on first use; :mod:`hacn_core.awnn_ext`
+chooses between the two (``$HACN_AWNN_BACKEND``: ``auto``, ``cpp``, ``python``).
 ``benchmarks/bench_awnn.py`` measures the per-step cost against a fixed MLP.
 
 Pass the optimizer to :meth:`AdaptiveMLP.update_width` (or attach it once with
@@ -91,6 +94,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hacn_core import awnn_ext
 from hacn_core.roles import tag
 from hacn_core.training import Callback, TrainState
 
@@ -962,6 +966,17 @@ class AdaptiveMLP(nn.Module):
         d["_spec_cache"] = (widths, key, self._buffers["_positions"], spec)
         return spec
 
+    def _ext_spec(self) -> tuple:
+        """:meth:`_fused_spec` in the form of the C++ node's arguments (cached with it)."""
+        spec = self._fused_spec()
+        cached = self.__dict__.get("_ext_spec_cache")
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        positions, activation, slope, bias, norms = spec
+        args = (list(positions), awnn_ext.ACTIVATION_CODES[activation], slope, bias, norms)
+        self.__dict__["_ext_spec_cache"] = (spec, args)
+        return args
+
     def attach_optimizer(self, optimizer: torch.optim.Optimizer | None) -> None:
         """Remember ``optimizer`` (weakly) so that width updates keep its state in sync."""
         self._optimizer_ref = _no_optimizer if optimizer is None else weakref.ref(optimizer)
@@ -1075,7 +1090,18 @@ class AdaptiveMLP(nn.Module):
             return self.intermediates(x)[0]  # plain autograd ops (autocast handles their dtypes)
         x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
         rhos = [lin._parameters["rho"] for lin in self.layers._modules.values()]
-        out = _AdaptiveMLPFunction.apply(x2, self._parameters["raw_rate"], self._fused_spec(), *rhos)
+        raw = self._parameters["raw_rate"]
+        ext = awnn_ext.module()
+        if ext is None:
+            out = _AdaptiveMLPFunction.apply(x2, raw, self._fused_spec(), *rhos)
+        else:  # the same node in C++ (hacn_core/csrc/awnn_fused.cpp): same values, no interpreter per op
+            positions, code, slope, bias, norms = self._ext_spec()
+            nus = [_softplus(r) for r in raw.tolist()]
+            zero = _zero(x2)
+            out = ext.adaptive_mlp(x2, raw, rhos, positions, nus,
+                                   [importance_scale(nu, m) for nu, m in zip(nus, norms)],
+                                   [importance_log_shift(nu, m) for nu, m in zip(nus, norms)],
+                                   code, slope, bias, _ones_column(x2) if bias else zero, zero)
         return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
 
     def intermediates(self, x: Tensor) -> tuple[Tensor, list[Tensor], list[Tensor]]:

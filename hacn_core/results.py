@@ -351,6 +351,9 @@ def store_trained(
     }
     if engine is not None:
         provenance["engine"] = dict(engine)
+    awnn_ext = sys.modules.get("hacn_core.awnn_ext")
+    if awnn_ext is not None and awnn_ext.last_node() is not None:
+        provenance["awnn_node"] = awnn_ext.last_node()  # same values either way; the wall time differs
     result = RunResult(
         experiment=experiment,
         config=config,

@@ -7,7 +7,7 @@ import statistics
 import pytest
 import torch
 
-from hacn_core import experiments
+from hacn_core import awnn_ext, experiments
 from hacn_core.awnn import AdaptiveMLP, quantile_width
 from hacn_core.experiments import awnn_cost as ac
 
@@ -70,6 +70,11 @@ def test_measurement_is_consistent(phase):
     assert m["awnn_us"] == pytest.approx(1e6 * statistics.median(c["awnn_s"]))
     assert m["width_start"] == 2 * quantile_width(config["rate_init"]) == 462
     assert f"ratio {m['awnn/fixed']:.3f}" in ac.report(m, phase)  # the benchmark prints the stored median
+    assert m["node"] == awnn_ext.active_backend()
+    if m["node"] == "cpp":  # the same AWNN timed with the Python node, interleaved
+        assert len(c["python_s"]) == 3
+        assert m["python/awnn"] == pytest.approx(statistics.median(p / a for p, a in zip(c["python_s"], c["awnn_s"])))
+        assert "what the C++ node saves" in ac.report(m, phase)
     if phase == "steady":
         assert m["width_changes"] == 0 and m["width_end"] == m["width_start"]
     else:

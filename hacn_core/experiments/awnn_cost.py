@@ -7,7 +7,11 @@ one CPU thread) for four models, interleaved repetition by repetition so that a
 change of load on the machine hits all of them alike:
 
 * ``awnn``   : :class:`hacn_core.awnn.AdaptiveMLP` (capacity stores, optimizer state
-  kept), loss :func:`hacn_core.awnn.negative_elbo` without priors;
+  kept), loss :func:`hacn_core.awnn.negative_elbo` without priors, with its fused node
+  in C++ (:mod:`hacn_core.awnn_ext`; ``metrics["node"]`` says which node ran);
+* ``python`` : the same AWNN, the same training run, in blocks of steps run with the
+  Python node instead (same values bit for bit), so ``python/awnn`` is what the C++
+  node saves (config ``python_node``; only when the C++ node is built);
 * ``fixed``  : an ``nn.Sequential`` MLP (:func:`fixed_mlp`) at the AWNN's current
   widths (their mean over the AWNN's block of steps), loss :func:`scaled_ce`, the
   same two ops as the AWNN's predictive term;
@@ -39,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hacn_core import awnn_ext
 from hacn_core.awnn import AdaptiveMLP, negative_elbo, quantile_width
 from hacn_core.data import synthetic_splits
 from hacn_core.experiments import Experiment, register
@@ -137,7 +142,7 @@ def step_cost_config(profile: str, phase: str) -> dict[str, Any]:
         raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
     reps, steps = _SIZES[profile]
     return {"dataset": "SpiralHard", "phase": phase, "hidden_layers": 2, "rate_init": 0.01, "batch_size": 128,
-            "lr": 0.01, "reps": reps, "steps": steps, "naive": True, "foreach": None, "seed": 0}
+            "lr": 0.01, "reps": reps, "steps": steps, "naive": True, "python_node": True, "foreach": None, "seed": 0}
 
 
 def _check(config: dict[str, Any]) -> None:
@@ -242,8 +247,10 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
 
         return time_block(step)[0]
 
-    keys = ("awnn_s", "fixed_s", "static_s", "update_width_s", "awnn_wall_ratio", "total_width", "naive_s",
-            "naive_fixed_s", "naive_wall_ratio", "naive_total_width")
+    node = awnn_ext.active_backend()  # the node of the "awnn" blocks (and of "static")
+    python_blocks = config.get("python_node", False) and node == "cpp"
+    keys = ("awnn_s", "python_s", "fixed_s", "static_s", "update_width_s", "awnn_wall_ratio", "total_width",
+            "naive_s", "naive_fixed_s", "naive_wall_ratio", "naive_total_width")
     curves: dict[str, list[float]] = {k: [] for k in keys}
     changes = 0
     start = awnn.widths()
@@ -251,11 +258,17 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
     torch.set_num_threads(1)
     try:
         for rep in range(reps):
+            if python_blocks and rep % 2 == 1:  # alternate which node's block comes first
+                with awnn_ext.use_backend("python"):
+                    curves["python_s"].append(time_block(awnn_step)[0])
             update_time[0] = 0.0
             cpu, wall, seen = time_block(awnn_step)
             curves["update_width_s"].append(update_time[0] / (steps + 1))  # time_block runs steps + 1
             changes += sum(a != b for a, b in zip(seen, seen[1:]))
             widths = mean_widths(seen)
+            if python_blocks and rep % 2 == 0:
+                with awnn_ext.use_backend("python"):
+                    curves["python_s"].append(time_block(awnn_step)[0])
             if rep % 2 == 0:
                 (fcpu, fwall), scpu = time_fixed(widths), time_static(widths)
             else:
@@ -285,7 +298,11 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
         "awnn/static": med(ratio["awnn/static"]), "update_width/fixed": med(ratio["update_width/fixed"]),
         "awnn/fixed_wall": med(curves["awnn_wall_ratio"]), "width_start": sum(start), "width_end": sum(awnn.widths()),
         "widths_end": awnn.widths(), "width_changes": changes, "steps_compared": reps * (steps - 1),
+        "node": node,
     }
+    if python_blocks:
+        metrics |= {"python_us": 1e6 * med(curves["python_s"]), "python/fixed": med(ratio["python/fixed"]),
+                    "python/awnn": med(ratio["python/awnn"])}
     if config["naive"]:
         metrics |= {"naive_us": 1e6 * med(curves["naive_s"]), "naive/fixed": med(ratio["naive/fixed"]),
                     "naive/fixed_wall": med(curves["naive_wall_ratio"]), "naive_widths_end": naive.widths()}
@@ -297,6 +314,10 @@ def _ratios(curves: dict[str, list[float]]) -> dict[str, list[float]]:
     a, f, s, u = (curves[k] for k in ("awnn_s", "fixed_s", "static_s", "update_width_s"))
     out = {"awnn/fixed": [x / y for x, y in zip(a, f)], "static/fixed": [x / y for x, y in zip(s, f)],
            "awnn/static": [x / y for x, y in zip(a, s)], "update_width/fixed": [x / y for x, y in zip(u, f)]}
+    if "python_s" in curves:
+        p = curves["python_s"]
+        out["python/fixed"] = [x / y for x, y in zip(p, f)]
+        out["python/awnn"] = [x / y for x, y in zip(p, a)]
     if "naive_s" in curves:
         out["naive/fixed"] = [x / y for x, y in zip(curves["naive_s"], curves["naive_fixed_s"])]
     return out
@@ -308,12 +329,15 @@ def report(metrics: dict[str, Any], phase: str) -> str:
     lines = [
         f"[{phase}] AWNN total width {m['width_start']} -> {m['width_end']} {m['widths_end']}, "
         f"width changed at {m['width_changes']} of {m['steps_compared']} steps",
-        f"  awnn   {m['awnn_us']:7.0f} us/step  fixed@same widths {m['fixed_us']:7.0f} us/step  "
+        f"  awnn   {m['awnn_us']:7.0f} us/step ({m.get('node', 'python')} node)  fixed@same widths {m['fixed_us']:7.0f} us/step  "
         f"ratio {m['awnn/fixed']:.3f} (wall-clock {m['awnn/fixed_wall']:.3f})  [target <= {TARGET_RATIO}]",
         f"  static {m['static_us']:7.0f} us/step  (AWNN layer, frozen widths, exact stores)  "
         f"ratio {m['static/fixed']:.3f}; awnn/static {m['awnn/static']:.3f} (what adapting adds)",
         f"  update_width {m['update_width_us']:5.0f} us/step ({100 * m['update_width/fixed']:.1f}% of fixed)",
     ]
+    if "python_us" in m:
+        lines.append(f"  python {m['python_us']:7.0f} us/step  (same AWNN, Python node)  ratio {m['python/fixed']:.3f}; "
+                     f"python/awnn {m['python/awnn']:.3f} (what the C++ node saves)")
     if "naive_us" in m:
         lines.append(f"  naive  {m['naive_us']:7.0f} us/step  ratio to fixed@its widths {m['naive/fixed']:.3f} "
                      f"(wall-clock {m['naive/fixed_wall']:.3f})  widths {m['naive_widths_end']}")
@@ -330,7 +354,8 @@ def cost_table(results: Sequence[RunResult]):
         rows.append({"phase": r.config["phase"], "total width": f"{m['width_start']} -> {m['width_end']}",
                      "AWNN (us/step)": m["awnn_us"], "fixed (us/step)": m["fixed_us"],
                      "AWNN / fixed": m["awnn/fixed"], "static / fixed": m["static/fixed"],
-                     "AWNN / static": m["awnn/static"], "naive / fixed": m.get("naive/fixed")})
+                     "AWNN / static": m["awnn/static"], "Python node / fixed": m.get("python/fixed"),
+                     "Python node / C++ node": m.get("python/awnn"), "naive / fixed": m.get("naive/fixed")})
     return pd.DataFrame(rows).set_index("phase")
 
 
@@ -344,14 +369,16 @@ def ratio_by_width(result: RunResult, edges: Sequence[int] = (200, 300, 400)):
     bins = [0, *edges, float("inf")]
     labels = [f"< {edges[0]}", *(f"{a}-{b - 1}" for a, b in zip(edges, edges[1:])), f">= {edges[-1]}"]
     frame["width band"] = pd.cut(frame["total width"], bins, right=False, labels=labels)
-    cols = ["awnn/fixed", "static/fixed", "awnn/static"] + (["naive/fixed"] if "naive/fixed" in ratio else [])
+    cols = ["awnn/fixed", "static/fixed", "awnn/static"] + [
+        k for k in ("python/fixed", "python/awnn", "naive/fixed") if k in ratio]
     table = frame.groupby("width band", observed=True)[cols].median()
     table.insert(0, "repetitions", frame.groupby("width band", observed=True).size())
     return table
 
 
 def plot_ratio_vs_width(result: RunResult):
-    """Per-repetition ``awnn/fixed`` and ``static/fixed`` against the total width, with the target."""
+    """Per-repetition ``awnn/fixed``, ``static/fixed`` and (if timed) the Python node's ratio
+    against the total width, with the target."""
     from hacn_core import plots
 
     ratio = _ratios(result.curves)
@@ -360,6 +387,8 @@ def plot_ratio_vs_width(result: RunResult):
     ax = axes[0][0]
     ax.scatter(width, ratio["awnn/fixed"], s=12, label="AWNN / fixed")
     ax.scatter(width, ratio["static/fixed"], s=12, marker="x", label="AWNN layer, frozen / fixed")
+    if "python/fixed" in ratio:
+        ax.scatter(width, ratio["python/fixed"], s=12, marker="s", facecolors="none", label="AWNN, Python node / fixed")
     if "naive/fixed" in ratio:
         ax.scatter(result.curves["naive_total_width"], ratio["naive/fixed"], s=12, marker="^", label="naive / fixed")
     ax.axhline(TARGET_RATIO, color="0.4", linestyle="--", linewidth=0.8, label=f"target {TARGET_RATIO}")

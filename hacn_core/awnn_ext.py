@@ -1,0 +1,163 @@
+"""The C++ build of AWNN's fused node, and the choice between it and the Python one.
+
+:class:`hacn_core.awnn.AdaptiveMLP` runs its whole forward (Eq. 14) as one autograd
+node with a hand-written backward. The node exists twice, with the same ATen ops in
+the same order, so the two give the same values and gradients bit for bit
+(``tests/test_awnn_ext.py``):
+
+* ``python``: :class:`hacn_core.awnn._AdaptiveMLPFunction`, readable, always there;
+* ``cpp``: ``hacn_core/csrc/awnn_fused.cpp``, compiled on first use by
+  :func:`torch.utils.cpp_extension.load` (a C++ compiler and ninja are needed; about
+  35 s once on a 2-core machine, then cached under ``$TORCH_EXTENSIONS_DIR``, by
+  default ``~/.cache/torch_extensions``). It removes the Python interpreter from the
+  ~30 tensor ops of a training step, which at the paper's tabular widths cost as much
+  as the arithmetic (``benchmarks/bench_awnn.py`` times both side by side).
+
+The backend is chosen by ``$HACN_AWNN_BACKEND`` or :func:`set_backend` /
+:func:`use_backend`:
+
+* ``auto`` (default): ``cpp`` if it builds, else ``python`` with one warning that
+  says why;
+* ``cpp``: ``cpp`` or an error that says why it did not build;
+* ``python``: never compiles anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+__all__ = ["ACTIVATION_CODES", "BACKENDS", "ENV_VAR", "active_backend", "backend", "build_error", "last_node", "module",
+           "set_backend", "use_backend"]
+
+BACKENDS: tuple[str, ...] = ("auto", "cpp", "python")
+ENV_VAR = "HACN_AWNN_BACKEND"
+ACTIVATION_CODES: dict[str, int] = {"relu": 0, "leaky_relu": 1, "relu6": 2, "tanh": 3}  # as in the C++ enum
+SOURCE = Path(__file__).resolve().parent / "csrc" / "awnn_fused.cpp"
+
+_lock = threading.Lock()
+_override: str | None = None
+_attempted = False  # one build (or cache load) per process
+_built: dict[str, object] = {}  # "module" (None if the build failed), "error", "warned"
+_last: str | None = None  # the node of the last forward, for the provenance of stored runs
+
+
+def _check_backend(name: object, field: str) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"{field}={name!r} is not a backend of AWNN's fused node; allowed: {', '.join(BACKENDS)}")
+    return str(name)
+
+
+def backend() -> str:
+    """The configured backend: :func:`set_backend`'s, else ``$HACN_AWNN_BACKEND``, else ``auto``."""
+    if _override is not None:
+        return _override
+    return _check_backend(os.environ.get(ENV_VAR, "auto").strip().lower() or "auto", ENV_VAR)
+
+
+def set_backend(name: str | None) -> None:
+    """Choose the backend for this process (``None``: back to ``$HACN_AWNN_BACKEND``)."""
+    global _override
+    _override = None if name is None else _check_backend(name, "backend")
+
+
+@contextmanager
+def use_backend(name: str) -> Iterator[None]:
+    """Run a block with another backend; a graph built inside keeps its node for its backward."""
+    global _override
+    previous = _override
+    set_backend(name)
+    try:
+        yield
+    finally:
+        _override = previous
+
+
+def _extension_name() -> str:
+    # the source and the torch build are in the name, so checkouts with other sources
+    # (or another torch) sharing one cache never load each other's library
+    digest = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:12]
+    return f"hacn_awnn_fused_{digest}"
+
+
+def _build(name: str) -> ModuleType:
+    if shutil.which("ninja") is None:  # pip's ninja lands beside the interpreter of a venv that is not activated
+        beside = Path(sys.executable).parent
+        if (beside / "ninja").exists():
+            os.environ["PATH"] = f"{beside}{os.pathsep}{os.environ.get('PATH', '')}"
+    log = logging.getLogger("torch.utils.cpp_extension")
+    level = log.level
+    log.setLevel(logging.ERROR)  # its import warns that a CPU-only machine has no CUDA runtime
+    try:
+        from torch.utils.cpp_extension import load
+        return load(name=name, sources=[str(SOURCE)], extra_cflags=["-O2"], verbose=False)
+    finally:
+        log.setLevel(level)
+
+
+def module() -> ModuleType | None:
+    """The compiled extension for the configured backend, or None for the Python node.
+
+    Builds (or loads from the cache) once per process. ``cpp`` raises if the build
+    fails; ``auto`` warns once and returns None.
+    """
+    global _last
+    choice = backend()
+    if choice == "python":
+        _last = "python"
+        return None
+    if not _attempted:
+        with _lock:
+            if not _attempted:
+                _attempt_build()
+    ext = _built.get("module")
+    if ext is None:
+        why = _built["error"]
+        if choice == "cpp":
+            raise RuntimeError(
+                f"the backend is cpp ({ENV_VAR} or set_backend), but the C++ node of AWNN ({SOURCE}) did not build: {why}\n"
+                f"It needs a C++ compiler and ninja (pip install ninja); set {ENV_VAR}=python to use the "
+                "Python node (same values, slower).")
+        if not _built.get("warned"):
+            _built["warned"] = True
+            warnings.warn(f"AWNN's C++ node did not build, so the Python node runs (same values, slower): {why}. "
+                          f"Set {ENV_VAR}=python to skip the attempt.", RuntimeWarning, stacklevel=3)
+    _last = "python" if ext is None else "cpp"
+    return ext  # type: ignore[return-value]
+
+
+def _attempt_build() -> None:
+    global _attempted
+    try:
+        _built["module"] = _build(_extension_name())
+    except Exception as exc:  # no compiler, no ninja, a read-only cache, ...
+        _built["module"] = None
+        _built["error"] = f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"
+    _attempted = True
+
+
+def build_error() -> str | None:
+    """Why the last build attempt failed, or None."""
+    return _built.get("error")  # type: ignore[return-value]
+
+
+def last_node() -> str | None:
+    """``cpp`` or ``python``: the node the last forward of an adaptive MLP in this process
+    ran (None if none ran). Stored runs record it: values do not depend on it, wall times do."""
+    return _last
+
+
+def active_backend() -> str:
+    """``cpp`` or ``python``: the node the next forward of an adaptive MLP runs."""
+    return "python" if module() is None else "cpp"
