@@ -21,7 +21,7 @@ late in an adapting run; ``static/fixed`` and ``awnn/static`` say which part of 
 step the difference comes from.
 
     python benchmarks/bench_awnn.py [--quick] [--layers 2] [--rate 0.01] [--foreach none|true|false]
-                                    [--no-naive] [--no-python]
+                                    [--no-naive] [--no-python] [--keep-denormals]
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ def main() -> None:
     ap.add_argument("--phase", choices=("both", *PHASES), default="both")
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--no-python", action="store_true", help="do not also time the AWNN with the Python node")
+    ap.add_argument("--keep-denormals", action="store_true",
+                    help="do not flush subnormal floats while timing (see hacn_core.experiments.awnn_cost)")
     ap.add_argument("--foreach", type=lambda v: {"none": None, "true": True, "false": False}[v.lower()], default=None,
                     help="Adam's foreach for every model: none (PyTorch's choice; the for-loop on CPU), true, false")
     args = ap.parse_args()
@@ -60,7 +62,7 @@ def main() -> None:
         config = step_cost_config("book", phase) | {
             "hidden_layers": args.layers, "rate_init": args.rate, "batch_size": args.batch, "lr": args.lr,
             "reps": reps, "steps": steps, "naive": not args.no_naive,
-            "python_node": not args.no_python, "foreach": args.foreach}
+            "python_node": not args.no_python, "foreach": args.foreach, "flush_denormal": not args.keep_denormals}
         print(report(measure_step_costs(config)["metrics"], phase))
 
 

@@ -65,6 +65,7 @@ def test_measurement_is_consistent(phase):
     out = ac.measure_step_costs(config)
     m, c = out["metrics"], out["curves"]
     assert torch.get_num_threads() == threads
+    assert m["flushed_denormals"] and (torch.tensor([1e-39]) * 1.0).item() != 0.0  # flushing is off again
     assert len(c["awnn_s"]) == len(c["fixed_s"]) == len(c["naive_s"]) == 3
     assert m["awnn/fixed"] == pytest.approx(statistics.median(a / f for a, f in zip(c["awnn_s"], c["fixed_s"])))
     assert m["awnn_us"] == pytest.approx(1e6 * statistics.median(c["awnn_s"]))

@@ -28,7 +28,15 @@ the starting 231 towards the task's, so the per-repetition ratios show the cost
 against the width. ``steady`` freezes the widths (the converged run of Fig. 3: the
 quantile widths are still computed every step, no layer changes; the naive model
 still rebuilds everything). Times are CPU time of this process (wall-clock ratios
-are kept too). ``benchmarks/bench_awnn.py`` is the command-line front end; the
+are kept too).
+
+Subnormal floats are flushed to zero while timing (config ``flush_denormal``, turned
+off again afterwards). The AWNN trains on through every repetition while the fixed and
+static models are built afresh for each; after some 800 steps the Adam moments of
+dead ReLU units (``0.9^t`` times their last gradient) reach the subnormal range, where
+x86 arithmetic is many times slower, so without flushing the comparison charges the
+AWNN for having trained longer (measured: steady phase 1.15 without, 1.00 with). A
+fixed MLP trained as long would pay the same. ``benchmarks/bench_awnn.py`` is the command-line front end; the
 stored runs of :data:`EXPERIMENT_ID` feed ``notebooks/awnn_01_width.ipynb``.
 """
 
@@ -142,7 +150,8 @@ def step_cost_config(profile: str, phase: str) -> dict[str, Any]:
         raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
     reps, steps = _SIZES[profile]
     return {"dataset": "SpiralHard", "phase": phase, "hidden_layers": 2, "rate_init": 0.01, "batch_size": 128,
-            "lr": 0.01, "reps": reps, "steps": steps, "naive": True, "python_node": True, "foreach": None, "seed": 0}
+            "lr": 0.01, "reps": reps, "steps": steps, "naive": True, "python_node": True, "foreach": None,
+            "flush_denormal": True, "seed": 0}
 
 
 def _check(config: dict[str, Any]) -> None:
@@ -256,6 +265,7 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
     start = awnn.widths()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    flush = bool(config.get("flush_denormal", False)) and torch.set_flush_denormal(True)
     try:
         for rep in range(reps):
             if python_blocks and rep % 2 == 1:  # alternate which node's block comes first
@@ -288,6 +298,8 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
                 curves["naive_total_width"].append(sum(naive_widths))
     finally:
         torch.set_num_threads(threads)
+        if flush:
+            torch.set_flush_denormal(False)
     curves = {k: v for k, v in curves.items() if v}
     ratio = _ratios(curves)
     med = statistics.median
@@ -298,7 +310,7 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
         "awnn/static": med(ratio["awnn/static"]), "update_width/fixed": med(ratio["update_width/fixed"]),
         "awnn/fixed_wall": med(curves["awnn_wall_ratio"]), "width_start": sum(start), "width_end": sum(awnn.widths()),
         "widths_end": awnn.widths(), "width_changes": changes, "steps_compared": reps * (steps - 1),
-        "node": node,
+        "node": node, "flushed_denormals": bool(flush),
     }
     if python_blocks:
         metrics |= {"python_us": 1e6 * med(curves["python_s"]), "python/fixed": med(ratio["python/fixed"]),
