@@ -94,7 +94,9 @@ def test_bad_input():
 def test_registered_with_both_phases():
     exp = experiments.get(ac.EXPERIMENT_ID)
     for profile in ("smoke", "book", "paper"):
-        assert sorted(c["phase"] for c in exp.runs(profile)) == sorted(ac.PHASES)
+        runs = exp.runs(profile)
+        assert sorted(c["phase"] for c in runs) == sorted([*ac.PHASES, "steady"])
+        assert [c["flush_denormal"] for c in runs].count(False) == 1  # the steady phase, subnormals kept
 
 
 def test_ratio_by_width_groups_repetitions():
