@@ -407,11 +407,13 @@ def plot_ratio_vs_width(result: RunResult):
     ratio = _ratios(result.curves)
     width = result.curves["total_width"]
     fig, axes = plots.figure(ncols=1, height=3.0)
+    fig.set_size_inches(plots.FIG_WIDTH * 1.45, 3.0)  # room for the legend on the right
     ax = axes[0][0]
     ax.scatter(width, ratio["awnn/fixed"], s=12, label="AWNN / fixed")
     ax.scatter(width, ratio["static/fixed"], s=12, marker="x", label="AWNN layer, frozen / fixed")
     if "python/fixed" in ratio:
-        ax.scatter(width, ratio["python/fixed"], s=12, marker="s", facecolors="none", label="AWNN, Python node / fixed")
+        ax.scatter(width, ratio["python/fixed"], s=14, marker="s", facecolors="none", edgecolors="tab:red",
+                   label="AWNN, Python node / fixed")
     if "naive/fixed" in ratio:
         ax.scatter(result.curves["naive_total_width"], ratio["naive/fixed"], s=12, marker="^", label="naive / fixed")
     ax.axhline(TARGET_RATIO, color="0.4", linestyle="--", linewidth=0.8, label=f"target {TARGET_RATIO}")
@@ -419,7 +421,7 @@ def plot_ratio_vs_width(result: RunResult):
     ax.set_xlabel("total hidden width (mean over the timed block)")
     ax.set_ylabel("CPU time per step, ratio")
     ax.set_title(f"cost per training step, {result.config['phase']} phase")
-    ax.legend(frameon=False, fontsize="small")
+    ax.legend(frameon=False, fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     return fig
 
