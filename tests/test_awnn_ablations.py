@@ -214,6 +214,28 @@ def test_short_run_records_widths_that_follow_the_rate(tmp_path):
     assert m["n_train"] == 3500  # Table 2: SpiralHard's outer training split
 
 
+def test_a_longer_run_repeats_the_shorter_one_then_goes_on(tmp_path):
+    """The paper-length runs extend the book's: same cell and seed, more epochs, sparser records."""
+    short_c = ab.stability_config("relu6", 1024, 0.01, 0, epochs=4, record_every=1)
+    long_c = ab.stability_config("relu6", 1024, 0.01, 0, epochs=8, record_every=2)
+    short, long = (RunResult(ab.EXPERIMENT_ID, c, config_hash(c), 0, out["metrics"], out["curves"])
+                   for c, out in ((c, ab.train_stability(c, _ctx(tmp_path / str(c["epochs"]))))
+                                  for c in (short_c, long_c)))
+    assert long.curves["record_epoch"] == [0, 2, 4, 6, 8]
+    assert ab.same_prefix(long, short) is True
+    table = ab.long_run_table([long], [short])
+    row = table.loc[("ReLU6", 1024, 0.01)]
+    assert bool(row["same first epochs"]) and row["width at 4"] == short.curves["total_width"][4]
+    assert row["tail, 8 epochs"] == round(long.metrics["tail_width"])
+    assert row["tail, 4 epochs"] == round(short.metrics["tail_width"])
+    long.curves["total_width"][1] += 1
+    assert ab.same_prefix(long, short) is False
+    fig = ab.plot_long_runs([long], [short])
+    assert len(fig.axes) == 2 and len(fig.axes[0].get_lines()) == 2  # the long run and the short one, dashed
+    assert ab.same_prefix(long, RunResult(ab.EXPERIMENT_ID, short_c, "h", 0, {},
+                                          {"record_epoch": [99], "total_width": [1], "test_acc": [0.5]})) is None
+
+
 # ----------------------------------------------------------------------------- Fixed+ (App. D)
 
 

@@ -785,6 +785,83 @@ def cost_table(results: Sequence[RunResult]):
     return frame.groupby(["study", "group", "cell"], sort=False)["cpu_s"].agg(["mean", "count", "sum"]).round(1)
 
 
+def _cell_key(config: dict[str, Any]) -> tuple:
+    return config["activation"], config["batch_size"], config["rate_init"], config["seed"]
+
+
+def same_prefix(long: RunResult, short: RunResult) -> bool | None:
+    """Whether ``long`` (more epochs) recorded exactly the widths and accuracies of ``short``
+    (the same cell and seed) at every epoch both recorded; None if they share no epoch.
+
+    The configurations differ only in ``epochs`` and ``record_every``; the learning rate is
+    constant and the data order depends on the seed alone, so the first epochs are the
+    same training and must agree bit for bit."""
+    a = dict(zip(long.curves["record_epoch"], zip(long.curves["total_width"], long.curves["test_acc"])))
+    shared = [(e, w, t) for e, w, t in zip(short.curves["record_epoch"], short.curves["total_width"],
+                                           short.curves["test_acc"]) if e in a]
+    if not shared:
+        return None
+    return all(a[e] == (w, t) for e, w, t in shared)
+
+
+def long_run_table(long: Sequence[RunResult], short: Sequence[RunResult]):
+    """Per cell run at the long budget: the total width at the end of the short budget (the
+    book's 2,500 epochs) and the tail widths of both runs, the long run's settle epoch, late
+    drift and test accuracy, and whether its first epochs repeat the short run exactly."""
+    import pandas as pd
+
+    by_cell = {_cell_key(r.config): r for r in short}
+    rows = []
+    for r in sorted(long, key=lambda r: (ACTIVATIONS.index(r.config["activation"]), not in_sweep(r.config, "batch_size"),
+                                         r.config["batch_size"], r.config["rate_init"])):
+        c, m = r.config, r.metrics
+        book = by_cell.get(_cell_key(c))
+        row = {"activation": ACTIVATION_LABELS[c["activation"]], "batch": c["batch_size"], "rate": c["rate_init"],
+               "start": m["start_width"]}
+        if book is not None:
+            end = book.config["epochs"]
+            e = np.asarray(r.curves["record_epoch"])
+            at = int(np.flatnonzero(e <= end)[-1])
+            row |= {f"width at {end:,}": r.curves["total_width"][at], f"tail, {end:,} epochs": round(book.metrics["tail_width"]),
+                    "same first epochs": same_prefix(r, book)}
+        row |= {f"tail, {c['epochs']:,} epochs": round(m["tail_width"]), "settled at": m["settle_epoch"],
+                "late drift (%)": round(100 * m["late_drift"], 1), "test acc end (%)": round(100 * m["final_test_acc"], 1),
+                "cpu_s": round(m["cpu_s"])}
+        rows.append(row)
+    return pd.DataFrame(rows).set_index(["activation", "batch", "rate"]) if rows else pd.DataFrame()
+
+
+def plot_long_runs(long: Sequence[RunResult], short: Sequence[RunResult] = ()):
+    """Total width over epochs of the long runs (one row per activation present; left: batch
+    sizes, right: starting rates), with the short runs of the same cells dashed on top."""
+    import seaborn as sns
+
+    from hacn_core import plots
+
+    acts = [a for a in ACTIVATIONS if any(r.config["activation"] == a for r in long)]
+    fig, axes = plots.figure(ncols=2, nrows=max(1, len(acts)), height=2.4, sharex=True, sharey=True)
+    by_cell = {_cell_key(r.config): r for r in short}
+    for i, act in enumerate(acts):
+        for j, sweep in enumerate(SWEEPS):
+            ax = axes[i, j]
+            values = sweep_values(sweep)
+            colours = dict(zip(values, sns.color_palette("viridis", len(values))))
+            for r in long:
+                c = r.config
+                if c["activation"] != act or not in_sweep(c, sweep):
+                    continue
+                colour = colours[c[sweep]]
+                ax.plot(_x(r), r.curves["total_width"], color=colour, linewidth=0.9, label=f"{c[sweep]:g}")
+                book = by_cell.get(_cell_key(c))
+                if book is not None:
+                    ax.plot(_x(book), book.curves["total_width"], color="0.2", linewidth=0.6, linestyle="--")
+            ax.set(yscale="log", xlabel="epoch" if i == len(acts) - 1 else "", ylabel="total width")
+            ax.set_title(f"{ACTIVATION_LABELS[act]}: {SWEEP_LABELS[sweep]}", fontsize=9)
+            if ax.get_lines():
+                ax.legend(title=SWEEP_LABELS[sweep], frameon=False, fontsize=7, title_fontsize=7)
+    return fig
+
+
 def _x(r: RunResult) -> np.ndarray:
     return np.asarray(r.curves["record_epoch"])
 
