@@ -766,7 +766,8 @@ class AWNNConfig:
     training (``normal``: the paper's standard normal, Sec. 3; ``kaiming_plus``: the
     kaiming+ std of the current importances, zero bias). ``max_width`` optionally caps
     every width (the paper's width is unbounded). ``fused`` selects the one-node
-    forward/backward (default) or plain autograd ops (same values; slower).
+    forward/backward (default; in C++ or in Python, :mod:`hacn_core.awnn_ext`) or plain
+    autograd ops (same values; slower).
     ``capacity_growth`` is the factor by which the stores grow; after ``pack_after``
     steps without a width change the layers drop their spare columns so that the
     parameters are contiguous again (``None``: never).
