@@ -557,13 +557,14 @@ def sweep_widths(results: Sequence[RunResult], activation: str, sweep: str,
 def spread_table(results: Sequence[RunResult], sweep: str):
     """One row per activation for one sweep: the tail width at every swept value (mean over
     seeds), their max/min ratio and coefficient of variation, and whether they count as
-    "similar" (max/min <= :data:`SIMILAR_RATIO`)."""
+    "similar" (max/min <= :data:`SIMILAR_RATIO`). Activations with fewer than two swept
+    values stored have no row."""
     import pandas as pd
 
     rows = []
     for act in ACTIVATIONS:
         widths = sweep_widths(results, act, sweep)
-        if not widths:
+        if len(widths) < 2:  # a spread needs two swept values
             continue
         s = width_spread(list(widths.values()))
         row = {"activation": ACTIVATION_LABELS[act]}
