@@ -85,6 +85,10 @@ def _link_row(item: PaperItem, experiment: Experiment, link, store: ResultsStore
     ours = estimate([float(r.metrics[link.metric]) * link.scale for r in chosen])
     profile = sorted({r.profile or "?" for r in chosen})[0]
     setting = ("paper setting" if at_paper else "scaled") + f" ({experiment.setting.get(profile, profile)})"
+    if at_paper:  # say so when only part of the paper profile is stored
+        planned = sum(1 for c in experiment.runs("paper") if all(c.get(k) == v for k, v in dict(link.where).items()))
+        if len(at_paper) < planned:
+            setting += f"; {len(at_paper)} of its {planned} runs stored"
     if not at_paper:
         status = "scaled analogue"
     elif item.paper_value is None or link.tolerance is None:

@@ -67,6 +67,7 @@ def test_paper_setting_runs_are_compared_with_the_tolerance(tmp_path, toy_experi
     row = next(r for r in ledger_rows(store) if r.item.id == ITEM)
     # Paper-setting runs win and are not mixed with the scaled ones.
     assert row.status == "reproduced" and row.ours.n == 3 and math.isclose(row.ours.mean, 99.5)
+    assert row.setting == "paper setting (the paper's)"  # every run of the profile is stored
     assert item(ITEM).paper_value == 99.5
 
 
@@ -77,6 +78,7 @@ def test_paper_setting_outside_tolerance_differs(tmp_path, toy_experiment):
         E.run("toy-ledger", "paper", store=store, where={"seed": 1}, progress=False)  # 99.3 vs 99.5
         row = next(r for r in ledger_rows(store) if r.item.id == ITEM)
         assert row.status == "differs" and row.ours.n == 1
+        assert row.setting == "paper setting (the paper's); 1 of its 3 runs stored"  # partial coverage is said
     finally:
         object.__setattr__(toy_experiment.links[0], "tolerance", 0.3)
 
