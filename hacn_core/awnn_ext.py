@@ -38,8 +38,8 @@ from types import ModuleType
 
 import torch
 
-__all__ = ["ACTIVATION_CODES", "BACKENDS", "ENV_VAR", "active_backend", "backend", "build_error", "last_node", "module",
-           "set_backend", "use_backend"]
+__all__ = ["ACTIVATION_CODES", "BACKENDS", "ENV_VAR", "active_backend", "backend", "build_error", "forget_last_node",
+           "last_node", "module", "set_backend", "use_backend"]
 
 BACKENDS: tuple[str, ...] = ("auto", "cpp", "python")
 ENV_VAR = "HACN_AWNN_BACKEND"
@@ -156,6 +156,12 @@ def last_node() -> str | None:
     """``cpp`` or ``python``: the node the last forward of an adaptive MLP in this process
     ran (None if none ran). Stored runs record it: values do not depend on it, wall times do."""
     return _last
+
+
+def forget_last_node() -> None:
+    """Reset :func:`last_node` (before a run, so that only its own forwards count)."""
+    global _last
+    _last = None
 
 
 def active_backend() -> str:

@@ -312,6 +312,9 @@ def run_or_load(
         )
     context = RunContext(experiment, store.checkpoint_dir(experiment, config), progress)
     version = code_version()  # before training: the commit the process is running
+    awnn_ext = sys.modules.get("hacn_core.awnn_ext")
+    if awnn_ext is not None:
+        awnn_ext.forget_last_node()  # what this run records is what this run ran
     started = time.perf_counter()
     out = train(dict(config), context)
     result = store_trained(experiment, config, out, store=store, profile=profile, version=version,

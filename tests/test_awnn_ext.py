@@ -179,3 +179,21 @@ def test_last_node_names_the_node_that_ran(monkeypatch):
     with awnn_ext.use_backend("auto"):
         model(torch.randn(3, 2))
         assert awnn_ext.last_node() == awnn_ext.active_backend()
+    awnn_ext.forget_last_node()
+    assert awnn_ext.last_node() is None
+
+
+def test_stored_runs_record_the_node_of_their_own_forwards(tmp_path):
+    from hacn_core.results import ResultsStore, run_or_load
+
+    def awnn_run(config, context):
+        AdaptiveMLP(in_dim=2, out_dim=2)(torch.randn(3, 2))
+        return {"metrics": {"x": 1.0}}
+
+    store = ResultsStore(tmp_path)
+    with awnn_ext.use_backend("python"):
+        first = run_or_load("toy-awnn", {"seed": 0}, awnn_run, store=store, progress=False)
+        other = run_or_load("toy-other", {"seed": 0}, lambda c, ctx: {"metrics": {"x": 2.0}}, store=store,
+                            progress=False)
+    assert first.provenance["awnn_node"] == "python"
+    assert "awnn_node" not in other.provenance  # no adaptive MLP ran in that run
