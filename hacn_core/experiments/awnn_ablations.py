@@ -571,7 +571,11 @@ def spread_table(results: Sequence[RunResult], sweep: str):
         row |= {f"{SWEEP_LABELS[sweep]} {v:g}": round(w) for v, w in widths.items()}
         row |= {"max/min": round(s["ratio"], 2), "CV": round(s["cv"], 2), "similar": s["ratio"] <= SIMILAR_RATIO}
         rows.append(row)
-    return pd.DataFrame(rows).set_index("activation") if rows else pd.DataFrame()
+    if not rows:
+        return pd.DataFrame()
+    frame = pd.DataFrame(rows).set_index("activation")
+    swept = [f"{SWEEP_LABELS[sweep]} {v:g}" for v in sweep_values(sweep)]
+    return frame[[c for c in swept if c in frame.columns] + ["max/min", "CV", "similar"]]
 
 
 STEP_MARKS: tuple[int, ...] = (1_000, 3_000, 10_000, 30_000)
