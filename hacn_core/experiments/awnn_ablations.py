@@ -851,7 +851,7 @@ def plot_long_runs(long: Sequence[RunResult], short: Sequence[RunResult] = ()):
             ax = axes[i, j]
             values = sweep_values(sweep)
             colours = dict(zip(values, sns.color_palette("viridis", len(values))))
-            for r in long:
+            for r in sorted(long, key=lambda r: r.config[sweep]):  # legend in sweep order
                 c = r.config
                 if c["activation"] != act or not in_sweep(c, sweep):
                     continue
