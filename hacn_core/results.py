@@ -311,16 +311,23 @@ def run_or_load(
             f"python -m hacn_core run {experiment} --profile {profile or 'book'}"
         )
     context = RunContext(experiment, store.checkpoint_dir(experiment, config), progress)
-    version = code_version()  # before training: the commit the process is running
-    awnn_ext = sys.modules.get("hacn_core.awnn_ext")
-    if awnn_ext is not None:
-        awnn_ext.forget_last_node()  # what this run records is what this run ran
+    version = begin_training()
     started = time.perf_counter()
     out = train(dict(config), context)
     result = store_trained(experiment, config, out, store=store, profile=profile, version=version,
                            wall_s=time.perf_counter() - started)
     shutil.rmtree(context.checkpoint_dir, ignore_errors=True)  # the stored result supersedes them
     return result
+
+
+def begin_training() -> dict[str, Any]:
+    """Call right before a training: returns :func:`code_version` (the commit the process
+    runs) and resets what the provenance reads from the process (the AWNN node last used),
+    so that a stored run records only what it ran itself."""
+    awnn_ext = sys.modules.get("hacn_core.awnn_ext")
+    if awnn_ext is not None:
+        awnn_ext.forget_last_node()
+    return code_version()
 
 
 def store_trained(

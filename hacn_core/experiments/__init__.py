@@ -27,7 +27,7 @@ from hacn_core.results import (
     ResultsStore,
     RunResult,
     TrainFn,
-    code_version,
+    begin_training,
     config_hash,
     run_or_load,
     store_trained,
@@ -180,7 +180,7 @@ def _train_stacked(experiment: Experiment, configs: Sequence[dict[str, Any]], st
     for group in groups.values():
         hashes = sorted(config_hash(c) for c in group)
         checkpoint_dir = store.checkpoint_dir(experiment.id, {"stack": hashes})
-        version = code_version()
+        version = begin_training()
         started = time.perf_counter()
         outs = experiment.train_stacked(group, checkpoint_dir, progress)
         wall = time.perf_counter() - started

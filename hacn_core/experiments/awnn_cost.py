@@ -3,7 +3,7 @@
 The paper's discussion of limitations says that "a minimal and naïve implementation
 has up to 10x cost compared to a fixed network". :func:`measure_step_costs` times one training step
 (width update, forward, backward, Adam step) on SpiralHard mini-batches (batch 128,
-one CPU thread) for four models, interleaved repetition by repetition so that a
+one CPU thread) for five models, interleaved repetition by repetition so that a
 change of load on the machine hits all of them alike:
 
 * ``awnn``   : :class:`hacn_core.awnn.AdaptiveMLP` (capacity stores, optimizer state
@@ -162,6 +162,7 @@ def step_cost_configs(profile: str) -> list[dict[str, Any]]:
 
 
 def run_label(config: dict[str, Any]) -> str:
+    """How tables name a stored measurement: its phase, and whether subnormals were kept."""
     return config["phase"] + ("" if config.get("flush_denormal", False) else ", subnormals kept")
 
 
@@ -176,9 +177,10 @@ def _check(config: dict[str, Any]) -> None:
 
 
 def measure_step_costs(config: dict[str, Any], context: RunContext | None = None) -> dict[str, Any]:
-    """Time the four models of the module docstring, interleaved; return medians and per-rep curves.
+    """Time the five models of the module docstring, interleaved; return medians and per-rep curves.
 
-    Each repetition times ``steps`` AWNN steps (after one untimed step), then the fixed
+    Each repetition times ``steps`` AWNN steps (after one untimed step) and, with
+    ``python_node``, as many with the Python node (before or after, alternating), then the fixed
     and the static model at the AWNN's mean widths of that block (in alternating
     order), then the naive model and a fixed MLP at the naive model's widths. One CPU
     thread; the previous thread count is restored.
