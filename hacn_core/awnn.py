@@ -491,12 +491,14 @@ class AdaptiveLinear(nn.Module):
         self._resize(o2, i2, optimizer, new_weight_std, new_bias_std)
 
     def _resize(self, o2: int, i2: int, optimizer: torch.optim.Optimizer | None, new_weight_std: float,
-                new_bias_std: float) -> None:
+                new_bias_std: float, ext=None) -> None:
         """:meth:`resize_` without the argument checks (widths from :meth:`AdaptiveMLP.update_width`
         are valid by construction). Runs at nearly every step while the widths adapt, so the
         common case (linked store, state already adopted, block fits) is written inline: plain
         ``__dict__`` reads and writes instead of ``nn.Module`` attribute hooks, one call less
-        per helper. The tensor work - and with it every number - is that of the helpers."""
+        per helper. The tensor work - and with it every number - is that of the helpers; with
+        ``ext`` (the C++ module of :mod:`hacn_core.awnn_ext`) it runs as one call of
+        ``resize_layer``, the same ops in the same order."""
         d = self.__dict__
         p = self._parameters["rho"]
         s = d["_store"]
@@ -528,6 +530,12 @@ class AdaptiveLinear(nn.Module):
             r_hw, c_hw = high
         else:
             r_hw, c_hw = store.shape
+        d["_high_water"] = (max(high[0], o2), max(high[1], c2))
+        d["out_features"], d["in_features"] = o2, i2
+        if ext is not None:
+            ext.resize_layer(p, store, block, list(d["_state_views"].values()), o1, o2, c1, c2, om, r_hw, c_hw,
+                             new_weight_std, new_bias_std, bool(b))
+            return
         if o2 > o1 and o1 < r_hw:  # new neurons: their row of rho (bias and incoming weights)
             r_end, c_end = min(o2, r_hw), min(c2, c_hw)
             _block(store, o1, r_end, 0, c_end).normal_(0.0, new_weight_std)
@@ -541,8 +549,6 @@ class AdaptiveLinear(nn.Module):
             _block(store, 0, r_end, c1, c_end).normal_(0.0, new_weight_std)
             if block is not None:
                 _block(block, 0, r_end, c1, c_end).zero_()
-        d["_high_water"] = (max(high[0], o2), max(high[1], c2))
-        d["out_features"], d["in_features"] = o2, i2
         self._relink(optimizer)
 
     def _reallocate(self, out_cap: int, col_cap: int, keep_out: int, keep_col: int) -> None:
@@ -953,30 +959,43 @@ class AdaptiveMLP(nn.Module):
         self.__dict__["_pos_cache"] = (widths, pos, views)
         return views
 
-    def _fused_spec(self) -> tuple:
-        """``spec`` of :class:`_AdaptiveMLPFunction`: ``(positions, activation, slope, bias,
-        norm widths)``, re-made only when a width, the positions buffer or the config changes."""
+    def _specs(self) -> tuple[tuple, tuple]:
+        """``(spec, ext_args)`` of the current widths and config: ``spec`` for
+        :class:`_AdaptiveMLPFunction`, ``(positions, activation, slope, bias, norm widths)``;
+        ``ext_args`` the C++ node's arguments after ``x, raw, rhos``: positions, norm widths
+        (0: none), activation code, slope, bias (the node computes the rates and the constants
+        of Eq. 14 from ``raw`` itself).
+
+        Kept per (widths, config) for the current positions buffer: while the widths adapt
+        they move back and forth among a few values, so most width changes find theirs here
+        instead of making new views (at most 64 kept)."""
         d = self.__dict__
-        widths = [lin.__dict__["out_features"] for lin in d["_hidden"]]
         cfg = self.config
-        key = (cfg.activation, cfg.negative_slope, cfg.bias, cfg.importance_norm, d.get("_frozen_norm_widths"))
-        cached = d.get("_spec_cache")
-        if cached is not None and cached[0] == widths and cached[1] == key and cached[2] is self._buffers["_positions"]:
-            return cached[3]
-        spec = (self._position_views(), cfg.activation, float(cfg.negative_slope), cfg.bias, self.norm_widths())
-        d["_spec_cache"] = (widths, key, self._buffers["_positions"], spec)
-        return spec
+        key = (tuple([lin.__dict__["out_features"] for lin in d["_hidden"]]), cfg.activation, cfg.negative_slope,
+               cfg.bias, cfg.importance_norm, d.get("_frozen_norm_widths"))
+        cache = d.get("_spec_cache")
+        if cache is not None and cache[0] is self._buffers["_positions"]:
+            hit = cache[1].get(key)
+            if hit is not None:
+                return hit
+        positions = self._position_views()  # may replace the buffer (grown)
+        pos = self._buffers["_positions"]
+        if cache is None or cache[0] is not pos or len(cache[1]) >= 64:
+            cache = d["_spec_cache"] = (pos, {})
+        norms = self.norm_widths()
+        spec = (positions, cfg.activation, float(cfg.negative_slope), cfg.bias, norms)
+        args = (list(positions), [0 if m is None else m for m in norms], awnn_ext.ACTIVATION_CODES[cfg.activation],
+                float(cfg.negative_slope), cfg.bias)
+        entry = cache[1][key] = (spec, args)
+        return entry
+
+    def _fused_spec(self) -> tuple:
+        """``spec`` of :class:`_AdaptiveMLPFunction` (see :meth:`_specs`)."""
+        return self._specs()[0]
 
     def _ext_spec(self) -> tuple:
-        """:meth:`_fused_spec` in the form of the C++ node's arguments (cached with it)."""
-        spec = self._fused_spec()
-        cached = self.__dict__.get("_ext_spec_cache")
-        if cached is not None and cached[0] is spec:
-            return cached[1]
-        positions, activation, slope, bias, norms = spec
-        args = (list(positions), awnn_ext.ACTIVATION_CODES[activation], slope, bias, norms)
-        self.__dict__["_ext_spec_cache"] = (spec, args)
-        return args
+        """The C++ node's arguments after ``x, raw, rhos`` (see :meth:`_specs`)."""
+        return self._specs()[1]
 
     def attach_optimizer(self, optimizer: torch.optim.Optimizer | None) -> None:
         """Remember ``optimizer`` (weakly) so that width updates keep its state in sync."""
@@ -1026,6 +1045,7 @@ class AdaptiveMLP(nn.Module):
         if optimizer is None:
             optimizer = self._optimizer_ref()
         cfg = self.config
+        ext = awnn_ext.module()  # resize in C++ where the fused node runs there (same draws, same values)
         normal = cfg.grow_init == "normal"
         n = len(widths)
         fan_in = cfg.in_dim
@@ -1039,7 +1059,7 @@ class AdaptiveMLP(nn.Module):
                     prev = None if i == 0 else self._importances_at(i - 1, fan_in)
                     act = cfg.activation if i < n else "linear"
                     w_std, b_std = init_std(prev, fan_in, act, "kaiming_plus", cfg.negative_slope), 0.0
-                lin._resize(out, fan_in, optimizer, w_std, b_std)
+                lin._resize(out, fan_in, optimizer, w_std, b_std, ext)
             fan_in = out
 
     def _importances_at(self, layer: int, width: int) -> Tensor:
@@ -1096,13 +1116,7 @@ class AdaptiveMLP(nn.Module):
         if ext is None:
             out = _AdaptiveMLPFunction.apply(x2, raw, self._fused_spec(), *rhos)
         else:  # the same node in C++ (hacn_core/csrc/awnn_fused.cpp): same values, no interpreter per op
-            positions, code, slope, bias, norms = self._ext_spec()
-            nus = [_softplus(r) for r in raw.tolist()]
-            zero = _zero(x2)
-            out = ext.adaptive_mlp(x2, raw, rhos, positions, nus,
-                                   [importance_scale(nu, m) for nu, m in zip(nus, norms)],
-                                   [importance_log_shift(nu, m) for nu, m in zip(nus, norms)],
-                                   code, slope, bias, _ones_column(x2) if bias else zero, zero)
+            out = ext.adaptive_mlp(x2, raw, rhos, *self._specs()[1])
         return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
 
     def intermediates(self, x: Tensor) -> tuple[Tensor, list[Tensor], list[Tensor]]:

@@ -84,10 +84,16 @@ def use_backend(name: str) -> Iterator[None]:
         _override = previous
 
 
+#: the compiler flags (part of the cached build's name); no -ffast-math or -march: the values
+#: must stay those of the Python node, and a build in a shared cache must run on every CPU of
+#: its architecture
+CFLAGS: tuple[str, ...] = ("-O2",)
+
+
 def _extension_name() -> str:
-    # the source and the torch build are in the name, so checkouts with other sources
-    # (or another torch) sharing one cache never load each other's library
-    digest = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:12]
+    # the source, the flags and the torch build are in the name, so checkouts with other
+    # sources (or another torch) sharing one cache never load each other's library
+    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(CFLAGS).encode() + torch.__version__.encode()).hexdigest()[:12]
     return f"hacn_awnn_fused_{digest}"
 
 
@@ -101,7 +107,7 @@ def _build(name: str) -> ModuleType:
     log.setLevel(logging.ERROR)  # its import warns that a CPU-only machine has no CUDA runtime
     try:
         from torch.utils.cpp_extension import load
-        return load(name=name, sources=[str(SOURCE)], extra_cflags=["-O2"], verbose=False)
+        return load(name=name, sources=[str(SOURCE)], extra_cflags=list(CFLAGS), verbose=False)
     finally:
         log.setLevel(level)
 

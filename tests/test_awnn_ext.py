@@ -90,14 +90,7 @@ def test_cpp_node_gradcheck(ext):
             model.raw_rate.copy_(raw_)
             for lin, r in zip(model.layers, rhos_):
                 lin.rho.copy_(r)
-        positions, code, slope, bias, norms = model._ext_spec()
-        from hacn_core.awnn import _softplus, importance_log_shift, importance_scale
-        nus = [_softplus(r) for r in raw_.tolist()]
-        zero = torch.zeros((), dtype=x_.dtype)
-        return ext.adaptive_mlp(x_, raw_, list(rhos_), positions, nus,
-                                [importance_scale(n, m) for n, m in zip(nus, norms)],
-                                [importance_log_shift(n, m) for n, m in zip(nus, norms)],
-                                code, slope, bias, torch.ones(x_.shape[0], 1, dtype=x_.dtype), zero)
+        return ext.adaptive_mlp(x_, raw_, list(rhos_), *model._ext_spec())
 
     inputs = (x, model.raw_rate.detach().clone().requires_grad_(), *(r.detach().clone().requires_grad_() for r in rhos))
     # the rates enter as Python floats (the quantile widths use the same floats), so the
@@ -129,6 +122,42 @@ def test_training_run_is_identical_under_both_backends(ext):
     assert len({tuple(map(tuple, w)) for w, _ in runs.values()}) == 1
     assert len(set(map(tuple, runs["cpp"][0]))) > 1  # the widths did change along the way
     assert all(torch.equal(a, b) for a, b in zip(runs["python"][1], runs["cpp"][1], strict=True))
+
+
+@needs_compiler
+@pytest.mark.parametrize("grow_init", ["normal", "kaiming_plus"])
+def test_cpp_resize_equals_python_resize(ext, grow_init):
+    """AdaptiveLinear._resize in C++ (resize_layer) and in Python: the same draws, so the same
+    parameters, Adam state and gradients, and a kept graph does not break the next backward
+    (the grad accumulator of a resized parameter is reset). Store entries outside the active
+    blocks are never read and may hold anything."""
+    results = {}
+    for name in ("python", "cpp"):
+        torch.manual_seed(3)
+        model = AdaptiveMLP(in_dim=2, out_dim=3, n_hidden_layers=2, rate_init=0.08, grow_init=grow_init)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        x = torch.randn(8, 2)
+        with awnn_ext.use_backend(name):
+            kept = None
+            for widths in ([20, 9], [31, 9], [31, 40], [12, 40], [12, 3], [60, 70], [29, 29]):
+                opt.zero_grad(set_to_none=True)
+                loss = model(x).square().sum()
+                loss.backward(retain_graph=True)
+                opt.step()
+                kept = loss  # a graph kept alive across the resize
+                model.set_widths(widths, opt)
+            model(x).sum().backward()
+        assert kept is not None
+        state = [opt.state[p_] for p_ in model.parameters()]
+        results[name] = ([p_.detach().clone() for p_ in model.parameters()],
+                         [{k: v.clone() for k, v in st.items()} for st in state],
+                         [p_.grad.clone() for p_ in model.parameters()])
+    (p_py, o_py, g_py), (p_cpp, o_cpp, g_cpp) = results["python"], results["cpp"]
+    assert [t.shape for t in p_py] == [t.shape for t in p_cpp] and p_cpp[1].shape == (29, 3)
+    assert all(torch.equal(a, b) for a, b in zip(p_py, p_cpp, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(g_py, g_cpp, strict=True))
+    for a, b in zip(o_py, o_cpp, strict=True):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 # ---------------------------------------------------------------------------- choosing the backend

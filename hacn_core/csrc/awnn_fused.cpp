@@ -5,10 +5,13 @@
 // bit for bit (tests/test_awnn_ext.py checks it). What it saves is the Python
 // interpreter between the ~12 forward and ~20 backward ops of a two-layer MLP and
 // the Python autograd.Function machinery, which dominate a training step at the
-// tabular widths of the paper (benchmarks/bench_awnn.py measures both).
+// tabular widths of the paper (benchmarks/bench_awnn.py measures both). The node also
+// computes the rates and the constants of Eq. 14 from the raw parameter (the Python
+// formulas, in double), and resize_layer does the tensor work of a width change
+// (AdaptiveLinear._resize), so a training step runs little Python besides the optimizer.
 //
 // Forward, per hidden layer l:  a = act([1 | h] rho_l^T),  q_j = e^{-nu j},
-// h = a * q * c  (c = 1 - e^{-nu}, or renormalised, computed by the caller).
+// h = a * q * c  (c = 1 - e^{-nu}, or renormalised over M neurons).
 // Backward, with t = dL/dh * q * c:  dL/drho = g^T [1 | h_prev],  dL/dz = act'(z) t,
 // dL/dnu = sum_j s_j (shift - j) with s_j = sum_b t_bj a_bj,  dL/draw = dL/dnu * (1 - e^{-nu}).
 // The Python docstring of _AdaptiveMLPFunction derives each line.
@@ -46,6 +49,69 @@ Tensor activation_backward(const Tensor& grad, const Tensor& a, int64_t activati
   }
 }
 
+// The rates nu_l = softplus(raw_l) and the constants c_l (importance_scale) and s_l
+// (importance_log_shift) of hacn_core.awnn, in double, by the same formulas in the same
+// order: Python's math module calls the same C library functions, so both nodes see the
+// same numbers. norms[l] is the width M of a renormalised layer, or 0 for Eq. 12 as written.
+struct Rates {
+  std::vector<double> nus, scales, shifts;
+};
+
+double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+
+Rates rates_from_raw(const Tensor& raw, const std::vector<int64_t>& norms) {
+  const int64_t n = raw.numel();
+  TORCH_CHECK(static_cast<size_t>(n) == norms.size(), "adaptive_mlp: raw has ", n, " rates for ", norms.size(),
+              " hidden layers");
+  std::vector<double> values(n);
+  Tensor r = raw.detach();
+  if (r.device().is_cpu() && r.dim() == 1 && (r.scalar_type() == at::kFloat || r.scalar_type() == at::kDouble)) {
+    const int64_t stride = r.stride(0);  // read in place: no tensor op for two numbers
+    if (r.scalar_type() == at::kFloat) {
+      const float* p = r.const_data_ptr<float>();
+      for (int64_t l = 0; l < n; ++l) values[l] = static_cast<double>(p[l * stride]);
+    } else {
+      const double* p = r.const_data_ptr<double>();
+      for (int64_t l = 0; l < n; ++l) values[l] = p[l * stride];
+    }
+  } else {  // another device or dtype: every value converts to double exactly, as with tolist()
+    Tensor d = r.reshape({-1}).to(at::kCPU, at::kDouble).contiguous();
+    const double* p = d.const_data_ptr<double>();
+    for (int64_t l = 0; l < n; ++l) values[l] = p[l];
+  }
+  Rates out;
+  for (int64_t l = 0; l < n; ++l) {
+    const double nu = softplus(values[l]);
+    const int64_t m = norms[l];
+    out.nus.push_back(nu);
+    out.scales.push_back(m == 0 ? -std::expm1(-nu) : std::expm1(-nu) / std::expm1(-nu * static_cast<double>(m)));
+    double shift = 1.0 / std::expm1(nu);
+    if (m != 0) shift -= static_cast<double>(m) / std::expm1(nu * static_cast<double>(m));
+    out.shifts.push_back(shift);
+  }
+  return out;
+}
+
+// The (batch, 1) column of ones (the dummy input of the bias, Sec. 3.1) and the 0-d zero
+// (the input of addcmul, which scales a product in one op). On the CPU they are kept from
+// one step to the next; elsewhere made afresh (a kept device tensor could outlive its
+// device's runtime at exit).
+Tensor ones_column(const Tensor& x) {
+  if (!x.device().is_cpu()) return at::ones({x.size(0), 1}, x.options());
+  thread_local Tensor ones;
+  if (!ones.defined() || ones.size(0) != x.size(0) || ones.scalar_type() != x.scalar_type()) {
+    ones = at::ones({x.size(0), 1}, x.options());
+  }
+  return ones;
+}
+
+Tensor zero_like(const Tensor& x) {
+  if (!x.device().is_cpu()) return at::zeros({}, x.options());
+  thread_local Tensor zero;
+  if (!zero.defined() || zero.scalar_type() != x.scalar_type()) zero = at::zeros({}, x.options());
+  return zero;
+}
+
 struct Intermediates {
   Tensor out;
   std::vector<Tensor> bufs, acts, qs;  // [1 | h] per layer input, activations, q^j
@@ -72,12 +138,17 @@ Intermediates run_forward(const Tensor& x, const std::vector<Tensor>& rhos, cons
 
 struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunction> {
   // Tensor and TensorList arguments are the node's inputs, in this order: x (0), raw (1),
-  // rhos (2 .. L+2), ones, zero; the rest are constants of this step.
+  // rhos (2 .. L+2); the rest are constants of this step.
   static Tensor forward(AutogradContext* ctx, Tensor x, Tensor raw, at::TensorList rho_list,
-                        std::vector<Tensor> positions, std::vector<double> nus, std::vector<double> scales,
-                        std::vector<double> shifts, int64_t activation, double slope, bool bias, Tensor ones,
-                        Tensor zero) {
+                        std::vector<Tensor> positions, std::vector<int64_t> norms, int64_t activation, double slope,
+                        bool bias) {
     std::vector<Tensor> rhos = rho_list.vec();
+    Rates rates = rates_from_raw(raw, norms);
+    const std::vector<double>& nus = rates.nus;
+    const std::vector<double>& scales = rates.scales;
+    const std::vector<double>& shifts = rates.shifts;
+    const Tensor zero = zero_like(x);
+    const Tensor ones = bias ? ones_column(x) : zero;
     Intermediates r = run_forward(x, rhos, positions, nus, scales, activation, slope, bias, ones, zero);
     // x and the parameters go through save_for_backward (a second backward recomputes
     // from them); the intermediates are plain saved data, released by the first backward
@@ -147,17 +218,18 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
         }
         break;
       }
+      const size_t k = layer - 1;
+      const Tensor& gr = g_rho[layer];
+      // s_j = sum_b t_bj a_bj = sum_i W_ij dL/dW_ij: the second form costs out x D instead
+      // of batch x D (the output layer is narrow)
+      const bool by_weights = need_raw && gr.defined() && rhos[layer].size(0) < g.size(0);
       Tensor gh = g.mm(rhos[layer]);
       if (bias) gh = gh.slice(1, 1);
-      const size_t k = layer - 1;
       const Tensor z = zero.scalar_type() == gh.scalar_type() ? zero : at::zeros({}, gh.options());
       Tensor t = at::addcmul(z, gh, qs[k], scales[k]);  // dL/dh * f
       if (need_raw) {
-        // s_j = sum_b t_bj a_bj = sum_i W_ij dL/dW_ij: the second form costs out x D
-        // instead of batch x D (the output layer is narrow)
         Tensor s_k;
-        const Tensor& gr = g_rho[layer];
-        if (gr.defined() && rhos[layer].size(0) < t.size(0)) {
+        if (by_weights) {
           s_k = at::linalg_vecdot(bias ? rhos[layer].slice(1, 1) : rhos[layer], bias ? gr.slice(1, 1) : gr, 0);
         } else {
           s_k = at::linalg_vecdot(t, acts[k], 0);
@@ -172,25 +244,85 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
       std::vector<double> dsig(n);
       for (size_t l = 0; l < n; ++l) dsig[l] = std::expm1(-nus[l]);
       // dL/draw = -dL/dnu * (1 - e^{-nu}), the sign folded into the shift - j above
-      Tensor factor = at::tensor(dsig, g_nu[0].options().dtype(at::kDouble)).to(g_nu[0].scalar_type());
+      Tensor factor;  // rounded to the gradient's dtype, as torch.tensor(dsig, dtype=...) does
+      if (g_nu[0].scalar_type() == at::kFloat) {
+        factor = at::tensor(std::vector<float>(dsig.begin(), dsig.end()), g_nu[0].options());
+      } else {
+        factor = at::tensor(dsig, g_nu[0].options().dtype(at::kDouble)).to(g_nu[0].scalar_type());
+      }
       g_raw = at::stack(g_nu).mul_(factor);
     }
     // one slot per forward argument (TensorList expanded); only x, raw and the rhos get a gradient
     variable_list out{g_x, g_raw};
     out.insert(out.end(), g_rho.begin(), g_rho.end());
-    out.resize(out.size() + 9);  // positions, nus, scales, shifts, activation, slope, bias, ones, zero
+    out.resize(out.size() + 5);  // positions, norms, activation, slope, bias
     return out;
   }
 };
 
 Tensor adaptive_mlp(Tensor x, Tensor raw, std::vector<Tensor> rhos, std::vector<Tensor> positions,
-                    std::vector<double> nus, std::vector<double> scales, std::vector<double> shifts,
-                    int64_t activation, double slope, bool bias, Tensor ones, Tensor zero) {
-  TORCH_CHECK(rhos.size() == nus.size() + 1 && positions.size() == nus.size() && scales.size() == nus.size() &&
-                  shifts.size() == nus.size(),
-              "adaptive_mlp: expected L + 1 rhos and L positions, rates, scales and shifts");
-  return AdaptiveMLPFunction::apply(x, raw, at::TensorList(rhos), positions, nus, scales, shifts, activation, slope,
-                                    bias, ones, zero);
+                    std::vector<int64_t> norms, int64_t activation, double slope, bool bias) {
+  TORCH_CHECK(rhos.size() == norms.size() + 1 && positions.size() == norms.size(),
+              "adaptive_mlp: expected L + 1 rhos and L positions and norm widths");
+  return AdaptiveMLPFunction::apply(x, raw, at::TensorList(rhos), positions, norms, activation, slope, bias);
+}
+
+// ``store[r0:r1, c0:c1]`` of a 2-d store, or ``store[:, r0:r1, c0:c1]`` of a 3-d one (awnn._block)
+Tensor block(const Tensor& store, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (store.dim() == 2) {
+    const int64_t s0 = store.stride(0), s1 = store.stride(1);
+    return store.as_strided({r1 - r0, c1 - c0}, {s0, s1}, r0 * s0 + c0 * s1);
+  }
+  const int64_t s0 = store.stride(0), s1 = store.stride(1), s2 = store.stride(2);
+  return store.as_strided({store.size(0), r1 - r0, c1 - c0}, {s0, s1, s2}, r0 * s1 + c0 * s2);
+}
+
+// The tensor work of AdaptiveLinear._resize and _relink (hacn_core/awnn.py), the same ops in
+// the same order (so the same random draws): rows o1..o2 (new neurons) and columns c1..c2
+// (new inputs) that lie inside the never-active rectangle [0, r_hw) x [0, c_hw) are drawn
+// from N(0, w_std^2) (biases from N(0, b_std^2)) and their optimizer state is zeroed; then
+// rho and the optimizer-state views are re-pointed at the active block (o2, c2) of the
+// stores. The bookkeeping (capacity, high water, which state to adopt) stays in Python.
+void resize_layer(Tensor rho, const Tensor& store, const c10::optional<Tensor>& state,
+                  std::vector<Tensor> state_views, int64_t o1, int64_t o2, int64_t c1, int64_t c2, int64_t om,
+                  int64_t r_hw, int64_t c_hw, double w_std, double b_std, bool has_bias) {
+  at::NoGradGuard no_grad;
+  const bool has_state = state.has_value() && state->defined();
+  if (o2 > o1 && o1 < r_hw) {  // new neurons: their row of rho (bias and incoming weights)
+    const int64_t r_end = std::min(o2, r_hw), c_end = std::min(c2, c_hw);
+    block(store, o1, r_end, 0, c_end).normal_(0.0, w_std);
+    if (has_bias && b_std != w_std) {
+      Tensor bias = block(store, o1, r_end, 0, 1);
+      if (b_std > 0) {
+        bias.normal_(0.0, b_std);
+      } else {
+        bias.zero_();
+      }
+    }
+    if (has_state) block(*state, o1, r_end, 0, c_end).zero_();
+  }
+  if (c2 > c1 && c1 < c_hw) {  // new inputs: columns of the surviving neurons
+    const int64_t r_end = std::min(om, r_hw), c_end = std::min(c2, c_hw);
+    block(store, 0, r_end, c1, c_end).normal_(0.0, w_std);
+    if (has_state) block(*state, 0, r_end, c1, c_end).zero_();
+  }
+  // _relink: a parameter whose shape changes first forgets its cached AccumulateGrad node
+  // (set_data with another dtype is the one path that resets it, see awnn._drop_grad_accumulator)
+  // and its gradient of the old shape
+  const std::vector<int64_t> shape{o2, c2};
+  if (rho.sizes() != at::IntArrayRef(shape)) {
+    const auto other = rho.scalar_type() == at::kDouble ? at::kFloat : at::kDouble;
+    rho.set_data(at::empty({0}, rho.options().dtype(other)));
+    if (rho.grad().defined()) rho.mutable_grad() = Tensor();
+  }
+  rho.set_data(store.as_strided(shape, store.strides()));
+  if (has_state) {
+    const Tensor& blk = *state;
+    const std::vector<int64_t> stride{blk.stride(1), blk.stride(2)};
+    for (size_t k = 0; k < state_views.size(); ++k) {
+      state_views[k].set_(blk.storage(), static_cast<int64_t>(k) * blk.stride(0), shape, stride);
+    }
+  }
 }
 
 }  // namespace
@@ -198,4 +330,7 @@ Tensor adaptive_mlp(Tensor x, Tensor raw, std::vector<Tensor> rhos, std::vector<
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("adaptive_mlp", &adaptive_mlp,
         "AWNN's adaptive MLP (Eq. 14): forward with a fused hand-written backward, one autograd node");
+  m.def("resize_layer", &resize_layer,
+        "the tensor work of AdaptiveLinear._resize: draw new rows and columns, zero their optimizer state, re-point "
+        "rho and the state views at the active block");
 }
