@@ -236,6 +236,19 @@ def test_a_longer_run_repeats_the_shorter_one_then_goes_on(tmp_path):
                                           {"record_epoch": [99], "total_width": [1], "test_acc": [0.5]})) is None
 
 
+def test_seed_table_summarises_cells_with_several_seeds():
+    def run(seed, tail, acc, batch=1024):
+        c = ab.stability_config("relu6", batch, 0.01, seed, epochs=8, record_every=2)
+        return RunResult(ab.EXPERIMENT_ID, c, config_hash(c), seed, {"tail_width": tail, "final_test_acc": acc}, {})
+
+    table = ab.seed_table([run(2, 30.0, 0.9), run(0, 10.0, 1.0), run(1, 20.0, 0.8), run(0, 99.0, 1.0, batch=32)])
+    assert list(table.index) == [("ReLU6", 1024, 0.01, 8)]  # the one-seed cell has no row
+    row = table.iloc[0]
+    assert row["seeds"] == "0, 1, 2" and row["tail width mean"] == 20.0 and row["std"] == 10.0
+    assert (row["min"], row["max"]) == (10, 30) and row["test acc mean (%)"] == 90.0
+    assert ab.seed_table([run(0, 1.0, 1.0)]).empty
+
+
 # ----------------------------------------------------------------------------- Fixed+ (App. D)
 
 

@@ -836,6 +836,32 @@ def long_run_table(long: Sequence[RunResult], short: Sequence[RunResult]):
     return pd.DataFrame(rows).set_index(["activation", "batch", "rate"]) if rows else pd.DataFrame()
 
 
+def seed_table(results: Sequence[RunResult]):
+    """Cells with two or more seeds stored: the seeds, and the mean, std (ddof=1), min and max
+    of the tail total width and the final test accuracy over them. The paper reports Figs. 4
+    and 10 over 10 seeds; the long-run tables of the chapter show seed 0, this one how far
+    the other seeds stored so far spread around it."""
+    import pandas as pd
+
+    cells: dict[tuple, list[RunResult]] = {}
+    for r in results:
+        c = r.config
+        cells.setdefault((c["activation"], c["batch_size"], c["rate_init"], c["epochs"]), []).append(r)
+    rows = []
+    for (act, batch, rate, epochs), runs in sorted(cells.items(), key=lambda kv: (ACTIVATIONS.index(kv[0][0]),) + kv[0][1:]):
+        if len(runs) < 2:
+            continue
+        runs = sorted(runs, key=lambda r: r.config["seed"])
+        tail = np.array([r.metrics["tail_width"] for r in runs], dtype=float)
+        acc = np.array([r.metrics["final_test_acc"] for r in runs], dtype=float)
+        rows.append({"activation": ACTIVATION_LABELS[act], "batch": batch, "rate": rate, "epochs": epochs,
+                     "seeds": ", ".join(str(r.config["seed"]) for r in runs),
+                     "tail width mean": round(float(tail.mean()), 1), "std": round(float(tail.std(ddof=1)), 1),
+                     "min": round(float(tail.min())), "max": round(float(tail.max())),
+                     "test acc mean (%)": round(100 * float(acc.mean()), 1)})
+    return pd.DataFrame(rows).set_index(["activation", "batch", "rate", "epochs"]) if rows else pd.DataFrame()
+
+
 def plot_long_runs(long: Sequence[RunResult], short: Sequence[RunResult] = ()):
     """Total width over epochs of the long runs (one row per activation present; left: batch
     sizes, right: starting rates), with the short runs of the same cells dashed on top."""
