@@ -905,11 +905,12 @@ class AdaptiveMLP(nn.Module):
 
     def target_widths(self) -> list[int]:
         """Quantile widths of the current rates (Eq. 11): what :meth:`update_width` sets."""
-        k, cap = self.config.k, self.config.max_width
+        cfg = self.config
+        k, cap = cfg.k, cfg.max_width
         c = -math.log1p(-k)
         out = []
-        for r in self.raw_rate.tolist():
-            nu = _softplus(r)
+        for r in self._parameters["raw_rate"].tolist():  # not self.raw_rate: nn.Module.__getattr__ is slow
+            nu = r + math.log1p(math.exp(-r)) if r > 0 else math.log1p(math.exp(r))  # _softplus, inline
             ratio = c / nu
             d = math.ceil(ratio)
             if not (1.0 < ratio < 2**53) or d - ratio < 1e-9 or ratio - (d - 1) < 1e-9:
@@ -946,18 +947,27 @@ class AdaptiveMLP(nn.Module):
         return tuple(frozen) if frozen is not None else tuple(self.widths())
 
     def _position_views(self) -> tuple[Tensor, ...]:
-        """Positions ``0..D_l-1`` of every layer: views of one buffer, re-made on resize only."""
+        """Positions ``0..D_l-1`` of every layer: views of one buffer, kept per width (a width
+        that comes back, as adapting widths do, finds its view; at most 256 kept)."""
         widths = self.widths()
-        cached = self.__dict__.get("_pos_cache")
-        pos = self._positions
-        if cached is not None and cached[0] == widths and cached[1] is pos:
-            return cached[2]
+        d = self.__dict__
+        pos = self._buffers["_positions"]
         if pos.numel() < max(widths):
             n = max(max(widths), math.ceil(pos.numel() * self.config.capacity_growth))
             self._positions = pos = torch.arange(n, dtype=pos.dtype, device=pos.device)
-        views = tuple(pos[:d] for d in widths)
-        self.__dict__["_pos_cache"] = (widths, pos, views)
-        return views
+        cache = d.get("_pos_cache")
+        if cache is None or cache[0] is not pos:
+            cache = d["_pos_cache"] = (pos, {})
+        views = cache[1]
+        out = []
+        for w in widths:
+            v = views.get(w)
+            if v is None:
+                if len(views) >= 256:
+                    views.clear()
+                v = views[w] = pos[:w]
+            out.append(v)
+        return tuple(out)
 
     def _specs(self) -> tuple[tuple, tuple]:
         """``(spec, ext_args)`` of the current widths and config: ``spec`` for
@@ -968,7 +978,7 @@ class AdaptiveMLP(nn.Module):
 
         Kept per (widths, config) for the current positions buffer: while the widths adapt
         they move back and forth among a few values, so most width changes find theirs here
-        instead of making new views (at most 64 kept)."""
+        instead of making new views (at most 256 kept)."""
         d = self.__dict__
         cfg = self.config
         key = (tuple([lin.__dict__["out_features"] for lin in d["_hidden"]]), cfg.activation, cfg.negative_slope,
@@ -980,7 +990,7 @@ class AdaptiveMLP(nn.Module):
                 return hit
         positions = self._position_views()  # may replace the buffer (grown)
         pos = self._buffers["_positions"]
-        if cache is None or cache[0] is not pos or len(cache[1]) >= 64:
+        if cache is None or cache[0] is not pos or len(cache[1]) >= 256:
             cache = d["_spec_cache"] = (pos, {})
         norms = self.norm_widths()
         spec = (positions, cfg.activation, float(cfg.negative_slope), cfg.bias, norms)
@@ -1049,7 +1059,7 @@ class AdaptiveMLP(nn.Module):
         normal = cfg.grow_init == "normal"
         n = len(widths)
         fan_in = cfg.in_dim
-        for i, lin in enumerate(self.layers._modules.values()):
+        for i, lin in enumerate(self._modules["layers"]._modules.values()):
             out = widths[i] if i < n else cfg.out_dim
             ld = lin.__dict__
             if ld["out_features"] != out or ld["in_features"] != fan_in:
@@ -1255,13 +1265,29 @@ class RatePriorSchedule:
         return RatePrior(self.mu, sigma)
 
 
-@dataclass
+_ABSENT_TERMS: dict[torch.dtype, Tensor] = {}
+
+
+def _absent_term(output: Tensor) -> Tensor:
+    """The 0-d zero of a prior that is not in the loss. On the CPU one tensor per dtype is
+    shared by all calls (a new one costs an op per training step, some 1% of a step of the
+    paper's MLPs); elsewhere a fresh one."""
+    if not output.is_cpu:
+        return output.new_zeros(())
+    zero = _ABSENT_TERMS.get(output.dtype)
+    if zero is None:
+        zero = _ABSENT_TERMS[output.dtype] = torch.zeros((), dtype=output.dtype)
+    return zero
+
+
+@dataclass(slots=True)
 class ELBOTerms:
     """The negative ELBO of Eq. 13, term by term (each a 0-d tensor to minimise).
 
     ``predictive = (N/M) sum_batch -log p(y|x)``; ``weight_prior = -sum log p(rho)/q(rho)``
     over the active weights; ``width_prior = -sum_l log p(nu_l)/q(nu_l)``;
-    ``total`` their sum.
+    ``total`` their sum. The term of a prior left out is zero (on the CPU one shared
+    tensor: read the terms, do not modify them in place).
     """
 
     total: Tensor
@@ -1335,7 +1361,7 @@ def negative_elbo(model: nn.Module, output: Tensor, target: Tensor, *, n_train: 
     scale = 1.0 / max(m, 1) if per_sample else n_train / max(m, 1)
     predictive = nll_sum * scale
     total = predictive
-    zero = output.new_zeros(())
+    zero = _absent_term(output)
 
     weight_prior = zero
     if sigma_theta is not None:

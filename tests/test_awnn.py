@@ -203,6 +203,26 @@ def test_fused_function_gradcheck(norm):
     assert torch.autograd.gradcheck(lambda x, r, *p: _AdaptiveMLPFunction.apply(x, r, spec, *p), (x, raw, *rhos))
 
 
+def test_position_views_are_kept_per_width_and_follow_a_grown_buffer():
+    """Adapting widths come back to earlier values; each width keeps its view of the
+    positions buffer, and a buffer grown past its size gives views of the new one."""
+    model = AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, initial_width=6)
+    first = model._position_views()
+    model.set_widths([9, 6])
+    model.set_widths([6, 4])
+    again = model._position_views()
+    assert again[0] is first[0] and again[1] is not first[1]
+    model.set_widths([40, 6])  # past the buffer: a new one, new views
+    grown = model._position_views()
+    assert grown[1] is not first[1] and model._positions.numel() >= 40
+    for view, width in zip(grown, (40, 6)):
+        assert torch.equal(view, torch.arange(width, dtype=view.dtype))
+        assert view.data_ptr() == model._positions.data_ptr()
+    x = _batch(8)[0].float()
+    out = model(x)  # the node runs on the new views: same values as plain autograd ops
+    torch.testing.assert_close(out, model.intermediates(x)[0])
+
+
 def test_second_backward_through_a_retained_graph():
     torch.manual_seed(15)
     model = AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, rate_init=0.3).double()

@@ -112,6 +112,34 @@ Tensor zero_like(const Tensor& x) {
   return zero;
 }
 
+// q^j and j - s for a double q or s. at::pow(Scalar, T) and T - Scalar wrap the double in a
+// tensor and convert it to T's dtype with one more op; on the CPU, for float and double, the
+// double is converted here (static_cast rounds as that copy does, so the values are the same)
+// into a 0-d tensor written in place. Elsewhere the Scalar forms, as in the Python node.
+Tensor cpu_scalar_like(double v, const Tensor& like) {
+  Tensor t = at::empty({}, like.options());
+  if (like.scalar_type() == at::kFloat) {
+    *t.mutable_data_ptr<float>() = static_cast<float>(v);
+  } else {
+    *t.mutable_data_ptr<double>() = v;
+  }
+  return t;
+}
+
+bool scalar_fast_path(const Tensor& like) {
+  return like.device().is_cpu() && (like.scalar_type() == at::kFloat || like.scalar_type() == at::kDouble);
+}
+
+Tensor pow_of(double base, const Tensor& exponent) {
+  if (scalar_fast_path(exponent)) return at::pow(cpu_scalar_like(base, exponent), exponent);
+  return at::pow(at::Scalar(base), exponent);
+}
+
+Tensor minus(const Tensor& t, double v) {
+  if (scalar_fast_path(t)) return at::sub(t, cpu_scalar_like(v, t));
+  return t - v;
+}
+
 struct Intermediates {
   Tensor out;
   std::vector<Tensor> bufs, acts, qs;  // [1 | h] per layer input, activations, q^j
@@ -125,7 +153,7 @@ Intermediates run_forward(const Tensor& x, const std::vector<Tensor>& rhos, cons
   r.bufs.push_back(buf);
   for (size_t l = 0; l < nus.size(); ++l) {
     Tensor a = activation_(at::mm(buf, rhos[l].t()), activation, slope);
-    Tensor q = at::pow(at::Scalar(std::exp(-nus[l])), positions[l]);
+    Tensor q = pow_of(std::exp(-nus[l]), positions[l]);
     Tensor h = at::addcmul(zero, a, q, scales[l]);
     buf = bias ? at::cat({ones, h}, 1) : h;
     r.bufs.push_back(buf);
@@ -234,7 +262,7 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
         } else {
           s_k = at::linalg_vecdot(t, acts[k], 0);
         }
-        g_nu.push_back(at::dot(s_k, positions[k] - shifts[k]));
+        g_nu.push_back(at::dot(s_k, minus(positions[k], shifts[k])));
       }
       g = activation_backward(t, acts[k], activation, slope);
     }
@@ -283,6 +311,17 @@ Tensor block(const Tensor& store, int64_t r0, int64_t r1, int64_t c0, int64_t c1
 // from N(0, w_std^2) (biases from N(0, b_std^2)) and their optimizer state is zeroed; then
 // rho and the optimizer-state views are re-pointed at the active block (o2, c2) of the
 // stores. The bookkeeping (capacity, high water, which state to adopt) stays in Python.
+// An empty tensor of another dtype than rho's, on rho's device: kept on the CPU (one per
+// dtype), since a width change needs one for every resized layer
+Tensor empty_of_other_dtype(const Tensor& rho) {
+  const auto other = rho.scalar_type() == at::kDouble ? at::kFloat : at::kDouble;
+  if (!rho.device().is_cpu()) return at::empty({0}, rho.options().dtype(other));
+  thread_local Tensor for_double, for_other;
+  Tensor& kept = rho.scalar_type() == at::kDouble ? for_double : for_other;
+  if (!kept.defined()) kept = at::empty({0}, rho.options().dtype(other));
+  return kept;
+}
+
 void resize_layer(Tensor rho, const Tensor& store, const c10::optional<Tensor>& state,
                   std::vector<Tensor> state_views, int64_t o1, int64_t o2, int64_t c1, int64_t c2, int64_t om,
                   int64_t r_hw, int64_t c_hw, double w_std, double b_std, bool has_bias) {
@@ -311,8 +350,7 @@ void resize_layer(Tensor rho, const Tensor& store, const c10::optional<Tensor>& 
   // and its gradient of the old shape
   const std::vector<int64_t> shape{o2, c2};
   if (rho.sizes() != at::IntArrayRef(shape)) {
-    const auto other = rho.scalar_type() == at::kDouble ? at::kFloat : at::kDouble;
-    rho.set_data(at::empty({0}, rho.options().dtype(other)));
+    rho.set_data(empty_of_other_dtype(rho));
     if (rho.grad().defined()) rho.mutable_grad() = Tensor();
   }
   rho.set_data(store.as_strided(shape, store.strides()));
