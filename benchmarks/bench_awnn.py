@@ -20,20 +20,26 @@ short, the target holds at the starting widths and is missed at the narrow width
 late in an adapting run; ``static/fixed`` and ``awnn/static`` say which part of the
 step the difference comes from.
 
+One run of the adapting phase moves by a few hundredths from one seed (or one run) to the
+next; ``--seeds 0,1,2,3,4`` repeats it per seed and prints the medians over all their
+repetitions pooled, as the stored book measurement does.
+
     python benchmarks/bench_awnn.py [--quick] [--layers 2] [--rate 0.01] [--foreach none|true|false]
-                                    [--no-naive] [--no-python] [--keep-denormals]
+                                    [--no-naive] [--no-python] [--keep-denormals] [--seeds 0,1,2]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from hacn_core.awnn import quantile_width  # noqa: E402
-from hacn_core.experiments.awnn_cost import PHASES, measure_step_costs, report, step_cost_config  # noqa: E402
+from hacn_core.experiments.awnn_cost import (  # noqa: E402
+    PHASES, TARGET_RATIO, _ratios, measure_step_costs, report, step_cost_config)
 
 
 def main() -> None:
@@ -52,18 +58,35 @@ def main() -> None:
                     help="do not flush subnormal floats while timing (see hacn_core.experiments.awnn_cost)")
     ap.add_argument("--foreach", type=lambda v: {"none": None, "true": True, "false": False}[v.lower()], default=None,
                     help="Adam's foreach for every model: none (PyTorch's choice; the for-loop on CPU), true, false")
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds; with more than one, also the pooled medians")
     args = ap.parse_args()
+    try:
+        seeds = [int(v) for v in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds={args.seeds!r} must be comma-separated integers, e.g. 0,1,2")
     reps = args.reps or (16 if args.quick else 40)
     steps = args.steps or (15 if args.quick else 25)
     print(f"SpiralHard (2-d), batch {args.batch}, {args.layers} adaptive hidden layers, "
           f"starting rate {args.rate} ({quantile_width(args.rate)} neurons), Adam lr {args.lr}, "
           f"1 CPU thread, {reps} interleaved reps x {steps} steps")
     for phase in PHASES if args.phase == "both" else (args.phase,):
-        config = step_cost_config("book", phase) | {
-            "hidden_layers": args.layers, "rate_init": args.rate, "batch_size": args.batch, "lr": args.lr,
-            "reps": reps, "steps": steps, "naive": not args.no_naive,
-            "python_node": not args.no_python, "foreach": args.foreach, "flush_denormal": not args.keep_denormals}
-        print(report(measure_step_costs(config)["metrics"], phase))
+        pooled: dict[str, list[float]] = {}
+        for seed in seeds:
+            config = step_cost_config("book", phase) | {
+                "hidden_layers": args.layers, "rate_init": args.rate, "batch_size": args.batch, "lr": args.lr,
+                "reps": reps, "steps": steps, "naive": not args.no_naive, "seed": seed,
+                "python_node": not args.no_python, "foreach": args.foreach, "flush_denormal": not args.keep_denormals}
+            out = measure_step_costs(config)
+            print(f"seed {seed}: " + report(out["metrics"], phase))
+            for k, v in _ratios(out["curves"]).items():
+                pooled.setdefault(k, []).extend(v)
+        if len(seeds) > 1:
+            ratio = pooled["awnn/fixed"]
+            share = sum(v <= TARGET_RATIO for v in ratio) / len(ratio)
+            print(f"[{phase}] pooled over seeds {args.seeds} ({len(ratio)} repetitions): awnn/fixed median "
+                  f"{statistics.median(ratio):.3f}, {100 * share:.0f}% of repetitions <= {TARGET_RATIO}; "
+                  f"static/fixed {statistics.median(pooled['static/fixed']):.3f}, "
+                  f"awnn/static {statistics.median(pooled['awnn/static']):.3f}")
 
 
 if __name__ == "__main__":

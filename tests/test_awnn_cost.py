@@ -95,8 +95,12 @@ def test_registered_with_both_phases():
     exp = experiments.get(ac.EXPERIMENT_ID)
     for profile in ("smoke", "book", "paper"):
         runs = exp.runs(profile)
-        assert sorted(c["phase"] for c in runs) == sorted([*ac.PHASES, "steady"])
+        seeds = ac.ADAPTING_SEEDS[profile]
+        assert sorted(c["phase"] for c in runs) == sorted(["adapting"] * len(seeds) + ["steady"] * 2)
+        assert [c["seed"] for c in runs if c["phase"] == "adapting"] == list(seeds)
         assert [c["flush_denormal"] for c in runs].count(False) == 1  # the steady phase, subnormals kept
+        assert len({ac.run_label(c) for c in runs}) == len(runs)
+    assert len(ac.ADAPTING_SEEDS["book"]) >= 3  # the book reads several adapting runs pooled
 
 
 def test_ratio_by_width_groups_repetitions():
@@ -111,3 +115,33 @@ def test_ratio_by_width_groups_repetitions():
     assert table.loc["< 200", "awnn/fixed"] == pytest.approx(2.5)  # median of 2 and 3
     assert table.loc["200-299", "static/fixed"] == pytest.approx(1.5)
     assert table.loc[">= 400", "awnn/static"] == pytest.approx(1.2 / 1.1)
+
+
+def _fake_adapting(seed, awnn, fixed, widths):
+    from hacn_core.results import RunResult
+
+    n = len(awnn)
+    curves = {"awnn_s": awnn, "fixed_s": fixed, "static_s": [f * 1.05 for f in fixed], "update_width_s": [0.01] * n,
+              "total_width": widths}
+    metrics = {"width_start": max(widths), "width_end": min(widths), "width_changes": 3, "steps_compared": 10 * n}
+    return RunResult("x", {"phase": "adapting", "seed": seed}, f"h{seed}", seed, metrics, curves)
+
+
+def test_adapting_summary_pools_the_repetitions_of_all_seeds():
+    a = _fake_adapting(0, [1.1, 1.2, 1.3], [1.0, 1.0, 1.0], [420, 300, 150])
+    b = _fake_adapting(1, [1.0, 2.2], [1.0, 2.0], [250, 120])
+    table = ac.adapting_summary([b, a])
+    assert list(table.index) == ["seed 0", "seed 1", "pooled"]
+    assert table.loc["seed 0", "AWNN / fixed"] == pytest.approx(1.2)
+    assert table.loc["seed 1", "AWNN / fixed"] == pytest.approx(1.05)  # median of 1.0 and 1.1
+    pooled = table.loc["pooled"]
+    assert pooled["repetitions"] == 5 and pooled["width changes"] == 6 and pooled["steps"] == 50
+    assert pooled["AWNN / fixed"] == pytest.approx(1.1)  # median of 1.0, 1.1, 1.1, 1.2, 1.3
+    assert pooled[f"share <= {ac.TARGET_RATIO}"] == pytest.approx(3 / 5)
+    assert pooled["static / fixed"] == pytest.approx(1.05)
+    assert pooled["total width"] == "120 to 420"
+    bands = ac.ratio_by_width([a, b])
+    assert bands.loc["< 200", "repetitions"] == 2  # 150 (seed 0) and 120 (seed 1)
+    assert bands.loc["< 200", "awnn/fixed"] == pytest.approx((1.3 + 1.1) / 2)
+    with pytest.raises(ValueError, match="awnn-step-cost"):
+        ac.ratio_by_width([])

@@ -64,6 +64,11 @@ TARGET_RATIO = 1.15  # the issue's bound on awnn/fixed per step
 
 # (repetitions, steps per timed block) of each profile; the phases share them
 _SIZES = {"smoke": (2, 3), "book": (40, 25), "paper": (40, 25)}
+#: seeds of the stored adapting measurements. One run of it moves by a few hundredths from
+#: one seed, or one run, to the next (the machine's speed drifts between the interleaved
+#: blocks, and each seed takes the widths down another path), so the book stores several
+#: and reads their repetitions pooled (:func:`adapting_summary`).
+ADAPTING_SEEDS: dict[str, tuple[int, ...]] = {"smoke": (0,), "book": (0, 1, 2, 3, 4), "paper": (0, 1, 2, 3, 4)}
 
 
 def fixed_mlp(in_dim: int, widths: Sequence[int], out_dim: int) -> nn.Sequential:
@@ -156,14 +161,18 @@ def step_cost_config(profile: str, phase: str) -> dict[str, Any]:
 
 
 def step_cost_configs(profile: str) -> list[dict[str, Any]]:
-    """The stored measurements: both phases, and the steady one again with subnormals kept."""
-    return [step_cost_config(profile, phase) for phase in PHASES] + [
-        step_cost_config(profile, "steady") | {"flush_denormal": False}]
+    """The stored measurements: the adapting phase for each of :data:`ADAPTING_SEEDS`, the
+    steady one, and the steady one again with subnormals kept."""
+    adapting = step_cost_config(profile, "adapting")
+    return [adapting | {"seed": seed} for seed in ADAPTING_SEEDS[profile]] + [
+        step_cost_config(profile, "steady"), step_cost_config(profile, "steady") | {"flush_denormal": False}]
 
 
 def run_label(config: dict[str, Any]) -> str:
-    """How tables name a stored measurement: its phase, and whether subnormals were kept."""
-    return config["phase"] + ("" if config.get("flush_denormal", False) else ", subnormals kept")
+    """How tables name a stored measurement: its phase (with its seed, for the adapting
+    phase), and whether subnormals were kept."""
+    label = config["phase"] + (f", seed {config['seed']}" if config["phase"] == "adapting" else "")
+    return label + ("" if config.get("flush_denormal", False) else ", subnormals kept")
 
 
 def _check(config: dict[str, Any]) -> None:
@@ -370,11 +379,12 @@ def report(metrics: dict[str, Any], phase: str) -> str:
 
 
 def cost_table(results: Sequence[RunResult]):
-    """Per-step CPU time and ratios of each stored phase (medians over repetitions)."""
+    """Per-step CPU time and ratios of each stored measurement (medians over repetitions)."""
     import pandas as pd
 
     rows = []
-    for r in sorted(results, key=lambda r: (PHASES.index(r.config["phase"]), not r.config.get("flush_denormal"))):
+    order = (lambda r: (PHASES.index(r.config["phase"]), not r.config.get("flush_denormal"), r.config["seed"]))
+    for r in sorted(results, key=order):
         m = r.metrics
         rows.append({"phase": run_label(r.config), "total width": f"{m['width_start']} -> {m['width_end']}",
                      "AWNN (us/step)": m["awnn_us"], "fixed (us/step)": m["fixed_us"],
@@ -384,13 +394,58 @@ def cost_table(results: Sequence[RunResult]):
     return pd.DataFrame(rows).set_index("phase")
 
 
-def ratio_by_width(result: RunResult, edges: Sequence[int] = (200, 300, 400)):
-    """The adapting run's per-repetition ratios (medians), grouped by the AWNN's total
-    width in that repetition: below ``edges[0]``, between the edges, from ``edges[-1]`` on."""
+def _pooled(results: RunResult | Sequence[RunResult]) -> tuple[dict[str, list[float]], list[float], list[float]]:
+    """Per-repetition ratios, total widths and the naive model's total widths of one run,
+    or of several runs one after the other."""
+    runs = [results] if isinstance(results, RunResult) else list(results)
+    if not runs:
+        raise ValueError("no stored measurement to read: run the awnn-step-cost experiment first")
+    ratio: dict[str, list[float]] = {}
+    width: list[float] = []
+    naive_width: list[float] = []
+    for r in runs:
+        for k, v in _ratios(r.curves).items():
+            ratio.setdefault(k, []).extend(v)
+        width.extend(r.curves["total_width"])
+        naive_width.extend(r.curves.get("naive_total_width", []))
+    return ratio, width, naive_width
+
+
+def adapting_summary(results: Sequence[RunResult]):
+    """The adapting measurements, one row per seed, and a last row ``pooled`` over the
+    repetitions of all of them: medians of the per-repetition ratios, and the share of
+    repetitions whose AWNN / fixed is within :data:`TARGET_RATIO`."""
     import pandas as pd
 
-    ratio = _ratios(result.curves)
-    frame = pd.DataFrame({"total width": result.curves["total_width"], **ratio})
+    runs = sorted((r for r in results if r.config["phase"] == "adapting"), key=lambda r: r.config["seed"])
+    rows = {}
+    for label, group in [*((f"seed {r.config['seed']}", [r]) for r in runs), ("pooled", runs)]:
+        ratio, width, _ = _pooled(group)
+        m = group[0].metrics if len(group) == 1 else None
+        rows[label] = {
+            "repetitions": len(width),
+            "total width": f"{m['width_start']} -> {m['width_end']}" if m else
+            f"{min(r.metrics['width_end'] for r in group)} to {max(r.metrics['width_start'] for r in group)}",
+            "width changes": sum(r.metrics["width_changes"] for r in group),
+            "steps": sum(r.metrics["steps_compared"] for r in group),
+            "AWNN / fixed": statistics.median(ratio["awnn/fixed"]),
+            f"share <= {TARGET_RATIO}": sum(v <= TARGET_RATIO for v in ratio["awnn/fixed"]) / len(width),
+            "static / fixed": statistics.median(ratio["static/fixed"]),
+            "AWNN / static": statistics.median(ratio["awnn/static"]),
+            "Python node / C++ node": statistics.median(ratio["python/awnn"]) if "python/awnn" in ratio else None,
+            "naive / fixed": statistics.median(ratio["naive/fixed"]) if "naive/fixed" in ratio else None,
+        }
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def ratio_by_width(results: RunResult | Sequence[RunResult], edges: Sequence[int] = (200, 300, 400)):
+    """The adapting runs' per-repetition ratios (medians; several runs pooled), grouped by
+    the AWNN's total width in that repetition: below ``edges[0]``, between the edges, from
+    ``edges[-1]`` on."""
+    import pandas as pd
+
+    ratio, width, _ = _pooled(results)
+    frame = pd.DataFrame({"total width": width, **ratio})
     bins = [0, *edges, float("inf")]
     labels = [f"< {edges[0]}", *(f"{a}-{b - 1}" for a, b in zip(edges, edges[1:])), f">= {edges[-1]}"]
     frame["width band"] = pd.cut(frame["total width"], bins, right=False, labels=labels)
@@ -401,13 +456,13 @@ def ratio_by_width(result: RunResult, edges: Sequence[int] = (200, 300, 400)):
     return table
 
 
-def plot_ratio_vs_width(result: RunResult):
+def plot_ratio_vs_width(results: RunResult | Sequence[RunResult]):
     """Per-repetition ``awnn/fixed``, ``static/fixed`` and (if timed) the Python node's ratio
-    against the total width, with the target."""
+    against the total width (several runs pooled), with the target."""
     from hacn_core import plots
 
-    ratio = _ratios(result.curves)
-    width = result.curves["total_width"]
+    runs = [results] if isinstance(results, RunResult) else list(results)
+    ratio, width, naive_width = _pooled(runs)
     fig, axes = plots.figure(ncols=1, height=3.0)
     fig.set_size_inches(plots.FIG_WIDTH * 1.45, 3.0)  # room for the legend on the right
     ax = axes[0][0]
@@ -417,12 +472,14 @@ def plot_ratio_vs_width(result: RunResult):
         ax.scatter(width, ratio["python/fixed"], s=14, marker="s", facecolors="none", edgecolors="tab:red",
                    label="AWNN, Python node / fixed")
     if "naive/fixed" in ratio:
-        ax.scatter(result.curves["naive_total_width"], ratio["naive/fixed"], s=12, marker="^", label="naive / fixed")
+        ax.scatter(naive_width, ratio["naive/fixed"], s=12, marker="^", label="naive / fixed")
     ax.axhline(TARGET_RATIO, color="0.4", linestyle="--", linewidth=0.8, label=f"target {TARGET_RATIO}")
     ax.axhline(1.0, color="0.7", linewidth=0.8)
     ax.set_xlabel("total hidden width (mean over the timed block)")
     ax.set_ylabel("CPU time per step, ratio")
-    ax.set_title(f"cost per training step, {result.config['phase']} phase")
+    phases = sorted({r.config["phase"] for r in runs})
+    ax.set_title(f"cost per training step, {' and '.join(phases)} phase"
+                 + (f" ({len(runs)} runs pooled)" if len(runs) > 1 else ""))
     ax.legend(frameon=False, fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     return fig
@@ -436,7 +493,8 @@ register(
         configs={p: (lambda p=p: step_cost_configs(p)) for p in _SIZES},
         setting={
             "smoke": "SpiralHard, 2 adaptive layers, batch 128, 2 repetitions x 3 steps",
-            "book": "SpiralHard, 2 adaptive layers from 231 neurons, batch 128, one CPU thread, 40 repetitions x 25 steps",
+            "book": "SpiralHard, 2 adaptive layers from 231 neurons, batch 128, one CPU thread, 40 repetitions x 25 steps; "
+                    "the adapting phase for 5 seeds",
             "paper": "as the book: the measurement has no reduced setting",
         },
     )
