@@ -30,6 +30,9 @@ book: env data book-build
 book-build:
 	@rm -rf _build/.doctrees _build/html
 	HACN_PROFILE=book HACN_ALLOW_TRAIN=0 HACN_QUIET=1 $(VENV)/bin/jupyter-book build . -W --keep-going
+	@# the equations must render offline: MathJax from _static/, no CDN
+	@test -f _build/html/_static/mathjax/tex-chtml.js || { echo "book: MathJax missing from _build/html/_static/mathjax"; exit 1; }
+	@! grep -l "cdn.jsdelivr.net/npm/mathjax" -r _build/html --include=*.html || { echo "book: a page loads MathJax from a CDN"; exit 1; }
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
 test: env data
