@@ -119,3 +119,19 @@ def test_stored_returns_only_runs_already_in_the_store(tmp_path):
     ran = experiments.run("hacn-mixer-cost", "smoke", store=store, allow_train=True, progress=False)
     assert [r.config_hash for r in experiments.stored("hacn-mixer-cost", "smoke", store=store)] == [
         r.config_hash for r in ran]
+
+
+def test_awnn_starting_widths_are_exact_and_read_run_not_reproduced(tmp_path):
+    """Eq. 11's starting widths come from the exact-checks run; the paper's "approximately"
+    values have no tolerance, so the rows say "run" with our closed-form width."""
+    store = ResultsStore(tmp_path)
+    (result,) = E.run("exact-checks", "smoke", store=store, progress=False)
+    rows = {r.item.id: r for r in ledger_rows(store)}
+    for slug, rate, paper in (("tabular-rate0.01", 0.01, 256), ("image-rate0.02", 0.02, 128),
+                              ("multi30k-rate0.004", 0.004, 512)):
+        width = math.ceil(math.log(10) / rate)  # smallest D with 1 - e^{-rate D} >= 0.9
+        assert result.metrics[f"awnn_start_width_rate{rate:g}"] == width
+        row = rows[f"awnn/eq11/start-width-{slug}"]
+        assert row.status == "run" and row.ours.mean == width and row.item.paper_value == paper
+    assert [rows[f"awnn/eq11/start-width-{s}"].ours.mean for s in ("tabular-rate0.01", "image-rate0.02",
+                                                                     "multi30k-rate0.004")] == [231, 116, 576]

@@ -2,8 +2,8 @@
 
 One cheap run computes each of them from the library itself (a connectivity
 strength from the rule, a parameter count from the model, a dataset size from
-the generator or the offline files), so the ledger can compare them with the
-papers like any trained result. Every profile computes the same thing.
+the generator or the offline files, a starting width from Eq. 11), so the ledger
+can compare them with the papers like any trained result. Every profile computes the same thing.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from hacn_core.awnn import quantile_width
 from hacn_core.connectivity import total_connectivity_strength
 from hacn_core.data import load_tudataset, synthetic_dataset
 from hacn_core.experiments import Experiment, Link, register
@@ -20,13 +21,17 @@ from hacn_core.models.resnet_cifar import preact_resnet, wide_resnet
 from hacn_core.results import RunContext
 
 
+#: AWNN's starting rates: tabular (App. C.1), images (App. C.2), Multi30k (App. C.3)
+AWNN_START_RATES: tuple[float, ...] = (0.01, 0.02, 0.004)
+
+
 def _count(build) -> int:
     with torch.device("meta"):  # counts parameters without allocating them
         return num_parameters(build())
 
 
 def compute_exact_items(config: dict[str, Any], context: RunContext) -> dict[str, Any]:
-    """Connectivity strengths, parameter overheads and dataset sizes (see module docstring)."""
+    """Connectivity strengths, parameter overheads, dataset sizes and AWNN's starting widths (module docstring)."""
     layers = 16
     mixer = {k: config[k] for k in ("image_size", "in_channels", "num_classes")}
     metrics: dict[str, float] = {
@@ -47,6 +52,9 @@ def compute_exact_items(config: dict[str, Any], context: RunContext) -> dict[str
     # AWNN Table 2: sizes of the synthetic tasks (our generators) and of NCI1 (offline files).
     for name in ("DoubleMoon", "Spiral", "SpiralHard"):
         metrics[f"{name.lower()}_samples"] = len(synthetic_dataset(name, 0)[1])
+    # AWNN Eq. 11: the starting width of each rate the paper uses (App. C.1-C.3 say "approximately").
+    for rate in AWNN_START_RATES:
+        metrics[f"awnn_start_width_rate{rate:g}"] = quantile_width(rate, 0.9)
     if config["with_nci1"]:
         nci1 = load_tudataset("NCI1")
         metrics["nci1_samples"] = len(nci1)
@@ -70,6 +78,10 @@ _LINKS = (
     ("awnn/table2/spiralhard-samples", "spiralhard_samples", 0.0),
     ("awnn/table2/nci1-samples", "nci1_samples", 0.0),
     ("awnn/table2/nci1-features", "nci1_features", 0.0),
+    # The paper's "approximately 256 / 128 / 512" are loose roundings: no tolerance, the row says "run".
+    ("awnn/eq11/start-width-tabular-rate0.01", "awnn_start_width_rate0.01", None),
+    ("awnn/eq11/start-width-image-rate0.02", "awnn_start_width_rate0.02", None),
+    ("awnn/eq11/start-width-multi30k-rate0.004", "awnn_start_width_rate0.004", None),
 )
 
 register(
