@@ -141,6 +141,9 @@ def discretized_exponential(x: Tensor, nu: Tensor | float) -> Tensor:
     factored form with ``expm1`` keeps precision for small ``nu``.
     """
     nu = torch.as_tensor(nu, dtype=x.dtype if x.is_floating_point() else torch.get_default_dtype(), device=x.device)
+    with torch.no_grad():  # off the training path (the fused node has its own): a check costs nothing there
+        if not bool(torch.all(torch.isfinite(nu) & (nu > 0))):
+            raise ValueError(f"nu={nu.detach().cpu().tolist()} must be a finite rate > 0 (Eq. 12)")
     x = x.to(nu.dtype)
     neg = -nu
     # q^x (1 - q) with q = e^{-nu}: the geometric form of the same distribution
@@ -149,8 +152,8 @@ def discretized_exponential(x: Tensor, nu: Tensor | float) -> Tensor:
 
 def importances(nu: Tensor | float, width: int) -> Tensor:
     """Importances ``f(0), ..., f(width - 1)`` of the first ``width`` neurons (Eq. 14)."""
-    if width < 0:
-        raise ValueError(f"width={width} must be >= 0")
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"width={width!r} must be a positive int (>= 1): a layer keeps at least one neuron")
     nu_t = torch.as_tensor(nu)
     dtype = nu_t.dtype if nu_t.is_floating_point() else torch.get_default_dtype()
     return discretized_exponential(torch.arange(width, dtype=dtype, device=nu_t.device), nu_t.to(dtype))

@@ -127,6 +127,21 @@ def test_quantile_width_exact_boundary():
     assert d in (50, 51)
 
 
+@pytest.mark.parametrize("nu", [0.0, -0.5, float("nan"), float("inf"), torch.tensor([0.1, 0.0])])
+def test_eq12_refuses_a_rate_that_is_not_positive_and_finite(nu):
+    with pytest.raises(ValueError, match=r"nu=.*must be a finite rate > 0"):
+        discretized_exponential(torch.arange(5, dtype=DT), nu)
+    if not torch.is_tensor(nu):
+        with pytest.raises(ValueError, match=r"nu=.*must be a finite rate > 0"):
+            importances(nu, 4)
+
+
+@pytest.mark.parametrize("width", [0, -2, 2.0, True])
+def test_importances_refuse_a_width_that_is_not_a_positive_int(width):
+    with pytest.raises(ValueError, match=r"width=.* must be a positive int \(>= 1\)"):
+        importances(0.1, width)
+
+
 def test_importances_match_hand_computation():
     nu = 0.5
     f = importances(torch.tensor(nu, dtype=DT), 4)
