@@ -135,3 +135,21 @@ def test_awnn_starting_widths_are_exact_and_read_run_not_reproduced(tmp_path):
         assert row.status == "run" and row.ours.mean == width and row.item.paper_value == paper
     assert [rows[f"awnn/eq11/start-width-{s}"].ours.mean for s in ("tabular-rate0.01", "image-rate0.02",
                                                                      "multi30k-rate0.004")] == [231, 116, 576]
+
+
+def test_fig2_and_fig7_left_read_the_depth_variance_ratio_of_theorem_3_1(tmp_path):
+    """Figs. 2 / 7 (left) have no number; the exact-checks run stores Var[alpha^5] / Var[alpha^1]
+    (mean of 16 draws) under kaiming+ (about 1) and kaiming (the collapse), and the rows read them."""
+    from hacn_core.experiments import awnn_init as ai
+
+    store = ResultsStore(tmp_path)
+    (result,) = E.run("exact-checks", "smoke", store=store, progress=False)
+    plus = result.metrics["awnn_kaiming_plus_variance_ratio_l5_l1"]
+    kaiming = result.metrics["awnn_kaiming_variance_ratio_l5_l1"]
+    assert 0.8 < plus < 1.25
+    theory = ai.theory_variances("kaiming")
+    assert kaiming < 1e-15 and 0.5 < kaiming / (theory[-1] / theory[0]) < 2.0  # the collapse Appendix A predicts
+    rows = {r.item.id: r for r in ledger_rows(store)}
+    assert rows["awnn/fig2/activation-variance"].ours.mean == plus
+    assert rows["awnn/fig7-left/activation-variance"].ours.mean == kaiming
+    assert {rows[i].status for i in ("awnn/fig2/activation-variance", "awnn/fig7-left/activation-variance")} == {"run"}

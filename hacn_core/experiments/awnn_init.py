@@ -237,6 +237,23 @@ def theory_variances(init: str, *, hidden_layers: int = HIDDEN_LAYERS, rate: flo
     return out
 
 
+def depth_variance_ratio(init: str, *, hidden_layers: int = HIDDEN_LAYERS, draws: int = 16, n_inputs: int = 4096) -> float:
+    """``E[Var[alpha^L]] / E[Var[alpha^1]]``: the last hidden layer's activation variance over the
+    first's, each averaged over ``draws`` weight draws (seeds ``0..draws-1``).
+
+    Theorem 3.1 is a statement about the expectation over the weights, and one network of
+    ~2/nu effective neurons per layer wanders by tens of percent around it, so the ledger's
+    number for Fig. 2 / Fig. 7 (left) averages draws: about 1 under kaiming+, and under kaiming
+    ``(S/D)^(L-1)`` (:func:`theory_variances`), about ``1e-20`` at five layers.
+    """
+    if draws < 1:
+        raise ValueError(f"draws={draws} must be >= 1")
+    per_draw = torch.tensor([activation_variances(init, hidden_layers=hidden_layers, n_inputs=n_inputs, seed=s)
+                             for s in range(draws)], dtype=torch.float64)
+    mean = per_draw.mean(0)
+    return float(mean[-1] / mean[0])
+
+
 def variance_table(hidden_layers: int = HIDDEN_LAYERS, rate: float = RATE, n_inputs: int = 4096, seed: int = 0):
     """Measured and predicted ``Var[alpha^l]`` per layer for kaiming and kaiming+ (a DataFrame)."""
     import pandas as pd

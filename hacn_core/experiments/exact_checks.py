@@ -15,7 +15,7 @@ import torch
 from hacn_core.awnn import quantile_width
 from hacn_core.connectivity import total_connectivity_strength
 from hacn_core.data import load_tudataset, synthetic_dataset
-from hacn_core.experiments import Experiment, Link, register
+from hacn_core.experiments import Experiment, Link, awnn_init, register
 from hacn_core.models.mixer import MixerConfig, MLPMixer, num_parameters
 from hacn_core.models.resnet_cifar import preact_resnet, wide_resnet
 from hacn_core.results import RunContext
@@ -55,6 +55,10 @@ def compute_exact_items(config: dict[str, Any], context: RunContext) -> dict[str
     # AWNN Eq. 11: the starting width of each rate the paper uses (App. C.1-C.3 say "approximately").
     for rate in AWNN_START_RATES:
         metrics[f"awnn_start_width_rate{rate:g}"] = quantile_width(rate, 0.9)
+    # AWNN Fig. 2 / Fig. 7 (left): Var[alpha^5] / Var[alpha^1] of the 5-layer ReLU AWNN MLP at
+    # initialisation, averaged over 16 weight draws (Theorem 3.1 holds in expectation).
+    for init in awnn_init.INITS:
+        metrics[f"awnn_{init}_variance_ratio_l5_l1"] = awnn_init.depth_variance_ratio(init)
     if config["with_nci1"]:
         nci1 = load_tudataset("NCI1")
         metrics["nci1_samples"] = len(nci1)
@@ -82,6 +86,9 @@ _LINKS = (
     ("awnn/eq11/start-width-tabular-rate0.01", "awnn_start_width_rate0.01", None),
     ("awnn/eq11/start-width-image-rate0.02", "awnn_start_width_rate0.02", None),
     ("awnn/eq11/start-width-multi30k-rate0.004", "awnn_start_width_rate0.004", None),
+    # Figures without a number: the ratio that carries each one's claim (the paper gives none, so "run").
+    ("awnn/fig2/activation-variance", "awnn_kaiming_plus_variance_ratio_l5_l1", None),
+    ("awnn/fig7-left/activation-variance", "awnn_kaiming_variance_ratio_l5_l1", None),
 )
 
 register(
