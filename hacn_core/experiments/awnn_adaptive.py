@@ -54,13 +54,13 @@ Data
 
 Profiles
     ``paper``: 3 datasets x 2 arms x 10 seeds at the paper's budget, plus the
-    diagnosis. ``book``: the same with ``BOOK_SEEDS`` seeds on DoubleMoon and
-    Spiral and ``BOOK_SPIRALHARD_SEEDS`` on SpiralHard (the CPU time left in the
-    session that stored them). CPU seconds per run on one thread, measured on the project's 2-core
-    machine while other jobs ran (upper bounds): DoubleMoon 35, Spiral 20, SpiralHard
-    240 (Eq. 14) and 280 (renormalised); the diagnosis about 3 minutes in all. So the
-    ``paper`` profile costs about 108 CPU-minutes and ``book`` about 22. ``smoke``:
-    3 epochs, 2 seeds, a few diagnosis runs.
+    diagnosis. ``book`` is the ``paper`` profile: all of its runs are stored. CPU
+    seconds per run on one thread (the notebook's cost table has every run), on two
+    of the project's 2-core machines: DoubleMoon 33-42, Spiral 17-21 and SpiralHard
+    247-253 (both arms) on the one that made seeds 0-4 (2026-11-22, other jobs beside
+    them), and 10-11, 6 and 63-70 on the one that made the rest (2026-11-24, one
+    other training beside them). The diagnosis takes about 3 minutes in all.
+    ``smoke``: 3 epochs, 2 seeds, a few diagnosis runs.
 """
 
 from __future__ import annotations
@@ -94,8 +94,6 @@ ARMS: tuple[str, ...] = ("none", "active")  # AWNNConfig.importance_norm
 STUDIES: tuple[str, ...] = ("table1", "diagnosis")
 DATA_VARIANTS: tuple[str, ...] = ("shared", "spiral-r4pi-2turns")
 PAPER_SEEDS = tuple(range(10))  # "retrained 10 times" (Sec. 4)
-BOOK_SPIRALHARD_SEEDS = (0,)
-BOOK_SEEDS = tuple(range(5))  # CPU budget of the book run (see the profile's setting)
 DIAG_EPOCHS = 50
 DIAG_SEEDS = (0, 1, 2)
 PUBLIC_RADIUS = 4 * math.pi  # the public generator's spiral: angle up to 720 degrees = radius 4 pi
@@ -182,8 +180,8 @@ def paper_configs() -> list[dict[str, Any]]:
 
 
 def book_configs() -> list[dict[str, Any]]:
-    seeds = {d: BOOK_SEEDS for d in DATASETS} | {"SpiralHard": BOOK_SPIRALHARD_SEEDS}
-    return _table1(seeds) + _diagnosis(DIAG_EPOCHS, TASKS["Spiral"]["epochs"], DIAG_SEEDS)
+    """The book draws the paper profile itself (every run of it is stored)."""
+    return paper_configs()
 
 
 SMOKE_DIAGNOSIS = ("Eq. 14 (ReLU6, sigma_theta 10)", "renormalised importances", "public geometry, renormalised")
@@ -332,8 +330,7 @@ register(
         configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
         setting={
             "smoke": "3 epochs, 2 seeds, 3 diagnosis runs",
-            "book": (f"paper's budget (500/1000/5000 epochs), {len(BOOK_SEEDS)} seeds on DoubleMoon and Spiral, "
-                     f"{len(BOOK_SPIRALHARD_SEEDS)} on SpiralHard, both arms, CPU; diagnosis on Spiral"),
+            "book": "the paper profile: paper's budget (500/1000/5000 epochs), 10 seeds, both arms; diagnosis on Spiral",
             "paper": "paper's budget (500/1000/5000 epochs), 10 seeds, both arms; diagnosis on Spiral",
         },
         links=_links(),
