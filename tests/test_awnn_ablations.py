@@ -12,6 +12,7 @@ from torch import nn
 from hacn_core import paper_items
 from hacn_core.awnn import quantile_width
 from hacn_core.experiments import awnn_ablations as ab
+from hacn_core.experiments import awnn_tabular as at
 from hacn_core.experiments import awnn_compress, awnn_tabular
 from hacn_core.results import RunContext, RunResult, config_hash
 
@@ -60,11 +61,16 @@ def test_profiles_cover_the_grid_with_the_stated_budgets():
 
 def test_fixed_plus_profiles():
     book, paper = ab.fixed_plus_book_configs(), ab.fixed_plus_paper_configs()
-    assert len(paper) == 2 * 3 * 10 and book == paper  # the book draws the paper profile
-    count = {(d, w): sorted(c["seed"] for c in book if c["dataset"] == d and c["width_source"] == w)
-             for d in ab.FIXED_PLUS_DATASETS for w in ab.WIDTH_SOURCES}
+    assert len(paper) == (1 + 2) * 3 * 10 and book == paper  # Spiral at 1 layer, SpiralHard at 1 and 2; the book draws the paper profile
+    count = {(d, w, n): sorted(c["seed"] for c in book if c["dataset"] == d and c["width_source"] == w
+                               and c["hidden_layers"] == n)
+             for d in ab.FIXED_PLUS_DATASETS for w in ab.WIDTH_SOURCES for n in ab.FIXED_PLUS_DEPTHS[d]}
     assert set(map(tuple, count.values())) == {tuple(range(10))}
     assert {c["epochs"] for c in book if c["dataset"] == "SpiralHard"} == {5000}  # Table 3's budget, unscaled
+    # the one-layer runs keep the configuration of the first runs (no hidden_layers override), so their hashes
+    one = [c for c in paper if c["hidden_layers"] == 1]
+    assert one == [ab.fixed_plus_config(c["dataset"], c["width_source"], c["seed"]) for c in one]
+    assert ab.FIXED_PLUS_DEPTHS["SpiralHard"][-1] == at.TABLE1_SHAPES["SpiralHard"][0] == 2
 
 
 def test_sweep_membership():
@@ -288,6 +294,9 @@ def test_bad_fixed_plus_configs():
         ab.fixed_plus_config("Spiral", "median", 0)
     with pytest.raises(ValueError, match="dataset='DoubleMoon' is not allowed; allowed: Spiral, SpiralHard"):
         ab.fixed_plus_config("DoubleMoon", "paper", 0)
+    deep = ab.fixed_plus_config("Spiral", "paper", 0, hidden_layers=2)
+    with pytest.raises(ValueError, match="hidden_layers=2 is not allowed; allowed: 1"):
+        ab.train_fixed_plus(deep, _ctx(Path("/nonexistent")))
     bad = ab.fixed_plus_config("Spiral", "paper", 0) | {"width": 16}
     with pytest.raises(ValueError, match="width=16 is not allowed for width_source='paper' on Spiral; allowed: 66"):
         ab.train_fixed_plus(bad, _ctx(Path("/nonexistent")))
@@ -326,15 +335,23 @@ def test_fixed_plus_table_shows_paper_beside_ours():
     fp = []
     for d in ab.FIXED_PLUS_DATASETS:
         for s, acc in ((0, 0.9), (1, 1.0)):
-            c = ab.fixed_plus_config(d, "paper", s)
+            c = ab.fixed_plus_config(d, "paper", s, hidden_layers=at.TABLE1_SHAPES[d][0])
             fp.append(RunResult(ab.FIXED_PLUS_ID, c, config_hash(c), s, {"test_acc": acc}))
+    c = ab.fixed_plus_config("SpiralHard", "paper", 0)  # one layer: beside, not the paper's row
+    fp.append(RunResult(ab.FIXED_PLUS_ID, c, config_hash(c), 0, {"test_acc": 0.5}))
     table = ab.fixed_plus_table(fp)
-    row = table.loc[("SpiralHard", "Fixed+ (paper width)")]
+    row = table.loc[("SpiralHard", "Fixed+ (paper width, 2 layers)")]
     assert row["test acc (%), ours"] == f"95.0 ({np.std([90, 100], ddof=1):.1f})"
     assert row["paper"] == "83.2 (17)" and row["width per layer"] == "227" and row["seeds"] == 2
-    assert table.loc[("Spiral", "Fixed+ (ours-eq14 width)"), "test acc (%), ours"] == "-"
+    one = table.loc[("SpiralHard", "Fixed+ (paper width, 1 layer)")]
+    assert one["test acc (%), ours"] == "50.0" and one["paper"] == "-"
+    assert table.loc[("Spiral", "Fixed+ (paper width, 1 layer)"), "paper"] == "100 (0.1)"
+    assert table.loc[("Spiral", "Fixed+ (ours-eq14 width, 1 layer)"), "test acc (%), ours"] == "-"
+    assert ("SpiralHard", "Fixed (2 x 16)") in table.index
     failures = ab.fixed_plus_failures(fp, threshold=0.95)
-    assert failures.loc[("Spiral", "paper"), "seeds below 95%"] == "0"
+    assert failures.loc[("Spiral", 1, "paper"), "seeds below 95%"] == "0"
+    assert failures.loc[("SpiralHard", 1, "paper"), "seeds below 95%"] == "0"
+    assert failures.loc[("SpiralHard", 2, "paper"), "runs"] == 2
 
 
 # ----------------------------------------------------------------------------- registry

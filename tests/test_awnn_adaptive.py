@@ -17,6 +17,7 @@ import torch
 from hacn_core import paper_items
 from hacn_core.awnn import quantile_width
 from hacn_core.experiments import awnn_adaptive as aa
+from hacn_core.experiments import awnn_tabular as at
 from hacn_core.results import RunContext, RunResult, config_hash
 
 PAPER_TABLE3 = {  # dataset: (epochs, batch), App. C.1 Table 3
@@ -145,7 +146,7 @@ def test_tiny_run_wiring(tmp_path):
 
 def test_table1_helper_formats_mean_and_std():
     def result(exp, dataset, arm, seed, acc, width):
-        config = aa._config(dataset, seed, arm) if exp == aa.EXPERIMENT_ID else {"dataset": dataset, "seed": seed}
+        config = aa._config(dataset, seed, arm) if exp == aa.EXPERIMENT_ID else at._config(dataset, seed)
         metrics = {"test_acc": acc, "total_width": width, "final_total_width": width - 10}
         return RunResult(exp, config, "h", seed, metrics)
 
@@ -157,3 +158,43 @@ def test_table1_helper_formats_mean_and_std():
     assert width["AWNN Eq. 14 (ours)"] == "65.0 (7.1)" and end["AWNN Eq. 14 (ours)"] == "55.0 (7.1)"
     assert width["AWNN (paper)"] == "65.9 (8.7)" and width["fixed (ours)"] == "16" and width["fixed (paper)"] == "16"
     assert acc["AWNN renormalised (ours)"] == "-" and acc["AWNN (paper)"] == "99.8 (0.1)"
+
+
+def test_fixed_seed_table_separates_a_stuck_seed_from_underfitting_per_shape():
+    def result(dataset, seed, acc, loss, layers=1, width=8):
+        config = {"dataset": dataset, "seed": seed, "width": width, "hidden_layers": layers}
+        return RunResult(aa.FIXED_ID, config, "h", seed, {"test_acc": acc}, curves={"train_loss": [1.0, loss]})
+
+    fixed = [result("DoubleMoon", s, a, l) for s, (a, l) in enumerate([(0.998, 1e-4), (0.878, 0.21), (0.996, 3e-3)])]
+    fixed += [result("SpiralHard", s, a, l, 1, 32) for s, (a, l) in enumerate([(0.946, 0.14), (0.907, 0.18)])]
+    fixed += [result("SpiralHard", s, 0.99, 0.01, 2, 16) for s in range(2)]
+    table = aa.fixed_seed_table(fixed)
+    moon, hard, deep = (table.loc[k] for k in (("DoubleMoon", "1 x 8"), ("SpiralHard", "1 x 32"), ("SpiralHard", "2 x 16")))
+    assert moon["test acc (%) per seed"] == "99.8 87.8 99.6" and moon["seeds below 95%"] == "1"
+    # std of 99.8, 87.8, 99.6 (ddof=1): sqrt(94.43 / 2) = 6.87
+    assert moon["final train loss, min-max"] == "0.0001-0.2100" and moon["mean (std)"] == "95.7 (6.9)"
+    assert hard["seeds below 95%"] == "0, 1" and deep["seeds below 95%"] == "none" and deep["mean (std)"] == "99.0 (0.0)"
+    assert list(table.index) == [("DoubleMoon", "1 x 8"), ("SpiralHard", "1 x 32"), ("SpiralHard", "2 x 16")]
+
+
+def test_table1_and_fixed_plus_read_only_the_table1_baseline_shape():
+    """On SpiralHard Table 1's baseline is 2 x 16; 1 x 32 and 4 x 8 stand beside it, never inside its mean."""
+    from hacn_core.experiments import awnn_ablations as ab
+
+    def result(layers, width, acc):
+        config = at._config("SpiralHard", 0, **({} if layers == 1 else {"hidden_layers": layers, "width": width}))
+        return RunResult(aa.FIXED_ID, config, "h", 0, {"test_acc": acc, "total_width": layers * width})
+
+    fixed = [result(1, 32, 0.5), result(2, 16, 0.9), result(4, 8, 0.5)]
+    assert [at.is_table1_baseline(r.config) for r in fixed] == [False, True, False]
+    awnn_run = RunResult(aa.EXPERIMENT_ID, aa._config("SpiralHard", 0), "h", 0,
+                         {"test_acc": 1.0, "total_width": 40, "final_total_width": 30})
+    table = aa.table1([awnn_run], fixed)
+    assert table.loc[("SpiralHard", "test acc (%)"), "fixed (ours)"] == "90.0"
+    assert table.loc[("SpiralHard", "total width"), "fixed (ours)"] == "32"
+    assert ab.fixed_plus_table([], fixed).loc[("SpiralHard", "Fixed (2 x 16)"), "test acc (%), ours"] == "90.0"
+    others = [c for c in at._paper() if not at.is_table1_baseline(c)]
+    assert sorted({(c["hidden_layers"], c["width"]) for c in others}) == [(1, 32), (4, 8)]
+    assert {c["dataset"] for c in others} == {"SpiralHard"} and len(others) == 20
+    # every configuration of the first runs is unchanged (their stored hashes still load)
+    assert [c for c in at._paper() if c["hidden_layers"] == 1] == [at._config(d, s) for d in at.TASKS for s in range(10)]
