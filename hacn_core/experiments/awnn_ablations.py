@@ -21,9 +21,10 @@ Two experiments.
 
 ``awnn-fixed-plus`` (App. D, "Fixed+")
     The fixed-width MLP of ``awnn-tabular-fixed`` (every hyper-parameter unchanged:
-    one hidden layer, ReLU, Adam lr 0.01, batch 128, 1000 / 5000 epochs, test
-    accuracy at the best validation epoch) retrained with its hidden layer at the
-    average per-layer width AWNN learned, on Spiral and SpiralHard. Three width
+    ReLU, Adam lr 0.01, batch 128, 1000 / 5000 epochs, test accuracy at the best
+    validation epoch) retrained with every hidden layer at the average per-layer width
+    AWNN learned, on Spiral and SpiralHard: with one hidden layer, and on SpiralHard also
+    with two, the depth of Table 1's baseline there (:data:`FIXED_PLUS_DEPTHS`). Three width
     sources (:data:`FIXED_PLUS_WIDTHS`): ``paper`` (Table 1's 65.9 and 227.4, as the
     public code's Fixed+ configurations round them: 66 and 227 per layer),
     ``ours-eq14`` and ``ours-renormalised`` (the two importance arms of chapter 2's
@@ -529,10 +530,11 @@ register(
                  "paper": fixed_plus_paper_configs},
         setting={
             "smoke": f"{SMOKE_FIXED_PLUS_EPOCHS} epochs, seed 0",
-            "book": ("the paper profile: awnn-tabular-fixed's setting (1 layer, ReLU, Adam 0.01, batch 128, "
-                     f"1000/5000 epochs) at the paper's and our learned widths, {len(PAPER_SEEDS)} seeds"),
-            "paper": ("awnn-tabular-fixed's setting (1 layer, ReLU, Adam 0.01, batch 128, 1000/5000 epochs) at the "
-                      f"paper's and our learned widths, {len(PAPER_SEEDS)} seeds"),
+            "book": ("the paper profile: awnn-tabular-fixed's setting (ReLU, Adam 0.01, batch 128, 1000/5000 epochs) "
+                     "at the paper's and our learned widths per layer, 1 hidden layer and on SpiralHard also 2, "
+                     f"{len(PAPER_SEEDS)} seeds"),
+            "paper": ("awnn-tabular-fixed's setting (ReLU, Adam 0.01, batch 128, 1000/5000 epochs) at the paper's and "
+                      f"our learned widths per layer, 1 hidden layer and on SpiralHard also 2, {len(PAPER_SEEDS)} seeds"),
         },
         links=_fixed_plus_links(),
     )
