@@ -878,6 +878,35 @@ def seed_table(results: Sequence[RunResult]):
     return pd.DataFrame(rows).set_index(["activation", "batch", "rate", "epochs"]) if rows else pd.DataFrame()
 
 
+def pooled_by_activation(results: Sequence[RunResult], *, seeds: int = len(PAPER_SEEDS), rate: float = BASE_RATE):
+    """Fig. 10's question on the batch-size sweep, with every seed: per activation, the tail
+    widths pooled over the cells (batch sizes at ``rate``) that have all ``seeds`` seeds stored,
+    with their mean, standard error (std / sqrt(n)), std, median, range and mean final test
+    accuracy. Cells with fewer seeds are left out, so every activation pools the same kind of
+    cell; the batch sizes pooled are listed per row."""
+    import pandas as pd
+
+    cells: dict[tuple[str, int], list[RunResult]] = {}
+    for r in results:
+        c = r.config
+        if c["rate_init"] == rate:
+            cells.setdefault((c["activation"], c["batch_size"]), []).append(r)
+    rows = []
+    for act in ACTIVATIONS:
+        full = {b: runs for (a, b), runs in cells.items() if a == act and len({r.config["seed"] for r in runs}) >= seeds}
+        if not full:
+            continue
+        tail = np.array([r.metrics["tail_width"] for runs in full.values() for r in runs], dtype=float)
+        acc = np.array([r.metrics["final_test_acc"] for runs in full.values() for r in runs], dtype=float)
+        rows.append({"activation": ACTIVATION_LABELS[act], "batch sizes": ", ".join(map(str, sorted(full))),
+                     "runs": tail.size, "tail width mean": round(float(tail.mean()), 1),
+                     "standard error": round(float(tail.std(ddof=1) / math.sqrt(tail.size)), 1),
+                     "std": round(float(tail.std(ddof=1)), 1), "median": round(float(np.median(tail)), 1),
+                     "min": round(float(tail.min())), "max": round(float(tail.max())),
+                     "test acc mean (%)": round(100 * float(acc.mean()), 1)})
+    return pd.DataFrame(rows).set_index("activation") if rows else pd.DataFrame()
+
+
 def plot_long_runs(long: Sequence[RunResult], short: Sequence[RunResult] = ()):
     """Total width over epochs of the long runs (one row per activation present; left: batch
     sizes, right: starting rates), with the short runs of the same cells dashed on top."""
