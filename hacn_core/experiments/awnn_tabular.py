@@ -106,10 +106,14 @@ def _config(dataset: str, seed: int, **overrides: Any) -> dict[str, Any]:
     } | overrides
 
 
+def _every_shape(seeds: tuple[int, ...], **overrides: Any) -> list[dict[str, Any]]:
+    grid = [_config(d, s, hidden_layers=layers, width=width, **overrides)
+            for d, shapes in GRID_DEPTHS.items() for layers, width in shapes for s in seeds]
+    return [_config(d, s, **overrides) for d in TASKS for s in seeds] + grid
+
+
 def _paper() -> list[dict[str, Any]]:
-    grid = [_config(d, s, hidden_layers=layers, width=width)
-            for d, shapes in GRID_DEPTHS.items() for layers, width in shapes for s in PAPER_SEEDS]
-    return [_config(d, s) for d in TASKS for s in PAPER_SEEDS] + grid
+    return _every_shape(PAPER_SEEDS)
 
 
 def is_table1_baseline(config: dict[str, Any]) -> bool:
@@ -118,7 +122,7 @@ def is_table1_baseline(config: dict[str, Any]) -> bool:
 
 
 def _smoke() -> list[dict[str, Any]]:
-    return [_config(d, s, epochs=5) for d in TASKS for s in (0, 1)]
+    return _every_shape((0, 1), epochs=5)
 
 
 register(
