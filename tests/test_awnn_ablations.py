@@ -254,7 +254,7 @@ def test_seed_table_summarises_cells_with_several_seeds():
     assert ab.seed_table([run(0, 1.0, 1.0)]).empty
 
 
-def test_pooled_by_activation_pools_only_complete_cells():
+def test_pooled_by_activation_pools_the_cells_complete_for_every_activation():
     def run(act, batch, seed, tail, acc=1.0, rate=0.01):
         c = ab.stability_config(act, batch, rate, seed, epochs=8, record_every=2)
         return RunResult(ab.EXPERIMENT_ID, c, config_hash(c), seed, {"tail_width": tail, "final_test_acc": acc}, {})
@@ -263,7 +263,7 @@ def test_pooled_by_activation_pools_only_complete_cells():
     runs += [run("relu6", 512, s, t, 0.5) for s, t in enumerate([40.0, 50.0, 60.0])]
     runs += [run("relu6", 1024, s, 1000.0) for s in range(2)]  # incomplete: left out
     runs += [run("relu6", 128, s, 500.0, rate=0.05) for s in range(3)]  # another rate: left out
-    runs += [run("relu", 256, s, 7.0) for s in range(2)]  # no complete cell: no row
+    runs += [run("relu", 256, s, 7.0) for s in range(2)]  # no complete cell: no row, no constraint
     table = ab.pooled_by_activation(runs, seeds=3)
     assert list(table.index) == ["ReLU6"]
     row = table.loc["ReLU6"]
@@ -271,6 +271,10 @@ def test_pooled_by_activation_pools_only_complete_cells():
     sd = float(np.std([10, 20, 30, 40, 50, 60], ddof=1))
     assert row["std"] == round(sd, 1) and row["standard error"] == round(sd / math.sqrt(6), 1)
     assert row["median"] == 35.0 and (row["min"], row["max"]) == (10, 60) and row["test acc mean (%)"] == 75.0
+    # once ReLU has a complete cell, both pool only the batch sizes complete for both
+    both = ab.pooled_by_activation(runs + [run("relu", 256, 2, 9.0)], seeds=3)
+    assert list(both.index) == ["ReLU6", "ReLU"] and set(both["batch sizes"]) == {"256"}
+    assert both.loc["ReLU6", "tail width mean"] == 20.0 and both.loc["ReLU", "runs"] == 3
     assert ab.pooled_by_activation(runs[:2], seeds=3).empty
 
 

@@ -880,10 +880,11 @@ def seed_table(results: Sequence[RunResult]):
 
 def pooled_by_activation(results: Sequence[RunResult], *, seeds: int = len(PAPER_SEEDS), rate: float = BASE_RATE):
     """Fig. 10's question on the batch-size sweep, with every seed: per activation, the tail
-    widths pooled over the cells (batch sizes at ``rate``) that have all ``seeds`` seeds stored,
-    with their mean, standard error (std / sqrt(n)), std, median, range and mean final test
-    accuracy. Cells with fewer seeds are left out, so every activation pools the same kind of
-    cell; the batch sizes pooled are listed per row."""
+    widths pooled over the batch sizes (at ``rate``) whose cells have all ``seeds`` seeds stored
+    for *every* activation that has such a cell, with their mean, standard error (std / sqrt(n)),
+    std, median, range and mean final test accuracy. So the activations are compared on the same
+    cells, and a cell completed for one activation only changes nothing; the batch sizes pooled
+    are listed per row."""
     import pandas as pd
 
     cells: dict[tuple[str, int], list[RunResult]] = {}
@@ -891,9 +892,13 @@ def pooled_by_activation(results: Sequence[RunResult], *, seeds: int = len(PAPER
         c = r.config
         if c["rate_init"] == rate:
             cells.setdefault((c["activation"], c["batch_size"]), []).append(r)
+    complete = {act: {b for (a, b), runs in cells.items() if a == act and len({r.config["seed"] for r in runs}) >= seeds}
+                for act in ACTIVATIONS}
+    shown = [act for act in ACTIVATIONS if complete[act]]
+    common = set.intersection(*(complete[act] for act in shown)) if shown else set()
     rows = []
-    for act in ACTIVATIONS:
-        full = {b: runs for (a, b), runs in cells.items() if a == act and len({r.config["seed"] for r in runs}) >= seeds}
+    for act in shown:
+        full = {b: cells[act, b] for b in common}
         if not full:
             continue
         tail = np.array([r.metrics["tail_width"] for runs in full.values() for r in runs], dtype=float)
