@@ -141,9 +141,16 @@ def discretized_exponential(x: Tensor, nu: Tensor | float) -> Tensor:
     factored form with ``expm1`` keeps precision for small ``nu``.
     """
     nu = torch.as_tensor(nu, dtype=x.dtype if x.is_floating_point() else torch.get_default_dtype(), device=x.device)
-    with torch.no_grad():  # off the training path (the fused node has its own): a check costs nothing there
+    with torch.no_grad():
         if not bool(torch.all(torch.isfinite(nu) & (nu > 0))):
             raise ValueError(f"nu={nu.detach().cpu().tolist()} must be a finite rate > 0 (Eq. 12)")
+    return _geometric_importances(x, nu)
+
+
+def _geometric_importances(x: Tensor, nu: Tensor) -> Tensor:
+    """Eq. 12 without the rate check, for the model's own callers: their rates are
+    ``softplus`` of a parameter, positive by construction (as the fused node assumes)."""
+    nu = torch.as_tensor(nu, dtype=x.dtype if x.is_floating_point() else torch.get_default_dtype(), device=x.device)
     x = x.to(nu.dtype)
     neg = -nu
     # q^x (1 - q) with q = e^{-nu}: the geometric form of the same distribution
@@ -929,7 +936,7 @@ class AdaptiveMLP(nn.Module):
         norms = self.norm_widths()
 
         def one(i: int) -> Tensor:
-            f = discretized_exponential(pos[i], nu[i])
+            f = _geometric_importances(pos[i], nu[i])
             m = norms[i]
             return f if m is None else f / -torch.expm1(-nu[i] * m)  # sum_{j<M} f(j) = 1 - e^{-nu M}
 
@@ -1078,7 +1085,7 @@ class AdaptiveMLP(nn.Module):
     def _importances_at(self, layer: int, width: int) -> Tensor:
         with torch.no_grad():
             nu = F.softplus(self.raw_rate[layer]).double()
-            f = importances(nu, width)
+            f = _geometric_importances(torch.arange(width, dtype=nu.dtype), nu)  # importances(nu, width), unchecked
             if self.config.importance_norm == "active":
                 f = f / -torch.expm1(-nu * width)
             return f

@@ -142,6 +142,15 @@ def test_importances_refuse_a_width_that_is_not_a_positive_int(width):
         importances(0.1, width)
 
 
+def test_the_models_unchecked_importances_equal_the_checked_ones():
+    """The model's own callers skip Eq. 12's rate check (softplus rates are positive): same values."""
+    model = AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, rate_init=0.02, importance_norm="none")
+    nu = torch.nn.functional.softplus(model.raw_rate.detach()).double()
+    assert torch.equal(model._importances_at(0, 57), importances(nu[0], 57))
+    with torch.no_grad():
+        assert torch.equal(model.importances(1).double(), importances(nu[1].to(model.importances(1).dtype), model.widths()[1]).double())
+
+
 def test_importances_match_hand_computation():
     nu = 0.5
     f = importances(torch.tensor(nu, dtype=DT), 4)
