@@ -23,7 +23,7 @@ env:
 # A writable data root of per-file symlinks into the mirror (loaders add processed/ there).
 data: env
 	@if [ -d "$(MIRROR)" ] && [ "$${HACN_DATA:-}" = "$(CURDIR)/.data" ]; then \
-	  $(PY) -c "from hacn_core.data import link_mirror; link_mirror('$(MIRROR)', '$(CURDIR)/.data')"; fi
+	  $(PY) -c "from hacn_core.engine.data import link_mirror; link_mirror('$(MIRROR)', '$(CURDIR)/.data')"; fi
 
 book: env data book-build
 

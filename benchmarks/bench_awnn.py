@@ -8,7 +8,7 @@ same AWNN with the Python node (same values; what the C++ node saves), a fixed M
 its current widths, the AWNN's layer frozen at those widths (``static``), and a naive
 variant that rebuilds its layers and its Adam at every step, as the paper's public
 code does. The models and the measurement are
-``hacn_core.experiments.awnn_cost`` (whose stored runs, experiment ``awnn-step-cost``,
+``hacn_core.awnn.studies.cost`` (whose stored runs, experiment ``awnn-step-cost``,
 the book shows); this script prints a measurement made now. Two phases: ``adapting``
 (Algorithm 1 as is, Adam lr 0.01 as in Table 3; the widths shrink from 231 over a
 long run) and ``steady`` (widths frozen). Times are CPU time of this process;
@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from hacn_core.awnn import quantile_width  # noqa: E402
-from hacn_core.experiments.awnn_cost import (  # noqa: E402
+from hacn_core.awnn.studies.cost import (  # noqa: E402
     PHASES, TARGET_RATIO, _ratios, measure_step_costs, report, step_cost_config)
 
 
@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--no-python", action="store_true", help="do not also time the AWNN with the Python node")
     ap.add_argument("--keep-denormals", action="store_true",
-                    help="do not flush subnormal floats while timing (see hacn_core.experiments.awnn_cost)")
+                    help="do not flush subnormal floats while timing (see hacn_core.awnn.studies.cost)")
     ap.add_argument("--foreach", type=lambda v: {"none": None, "true": True, "false": False}[v.lower()], default=None,
                     help="Adam's foreach for every model: none (PyTorch's choice; the for-loop on CPU), true, false")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds; with more than one, also the pooled medians")

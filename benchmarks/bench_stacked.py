@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from hacn_core.models.gated_mlp import KINDS, mnist_fc  # noqa: E402
+from hacn_core.models.fc import KINDS, mnist_fc  # noqa: E402
 from hacn_core.models.stacked_fc import StackedFCNet  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Loop overhead of ``hacn_core.training.fit`` against a bare hand-written loop.
+"""Loop overhead of ``hacn_core.engine.training.fit`` against a bare hand-written loop.
 
 CPU section: the same model, data, optimizer and in-memory index batches, timed
 side by side (interleaved, repeated, medians; process CPU time with one torch
@@ -30,7 +30,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from hacn_core.training import TrainConfig, epoch_permutation, fit  # noqa: E402
+from hacn_core.engine.training import TrainConfig, epoch_permutation, fit  # noqa: E402
 
 
 def mlp(d_in: int, width: int, depth: int, classes: int = 10) -> nn.Sequential:

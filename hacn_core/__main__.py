@@ -15,7 +15,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from hacn_core.profiles import PROFILES, current_profile
+from hacn_core.engine.profiles import PROFILES, current_profile
 
 
 def _parse_where(pairs: Sequence[str]) -> dict:
@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "list":
-        from hacn_core.experiments import registry
+        from hacn_core.catalog import registry
 
         for exp in registry().values():
             print(f"{exp.id}: {exp.title}")
@@ -56,8 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"    {profile:6s} {len(exp.runs(profile)):3d} runs  {exp.setting.get(profile, '')}")
         return 0
     if args.command == "run":
-        from hacn_core.experiments import run
-        from hacn_core.results import ResultsStore
+        from hacn_core.catalog import run
+        from hacn_core.engine.results import ResultsStore
 
         profile = current_profile() if args.profile is None else args.profile
         results = run(args.experiment, profile, store=ResultsStore(args.results), where=_parse_where(args.where),
@@ -68,12 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "ledger":
         from hacn_core.ledger import format_ledger
-        from hacn_core.results import ResultsStore
+        from hacn_core.engine.results import ResultsStore
 
         print(format_ledger(ResultsStore(args.results)))
         return 0
     if args.command == "fetch":
-        from hacn_core.data import data_root, ensure_dataset
+        from hacn_core.engine.data import data_root, ensure_dataset
 
         path = ensure_dataset(args.dataset, download=True)
         print(f"{args.dataset} is in {data_root(path)}")

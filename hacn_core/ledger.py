@@ -2,7 +2,7 @@
 
 Rows come from two registries: ``hacn_core.paper_items.PAPER_ITEMS`` (every table
 and figure of the three papers with the value the paper reports) and the
-experiments' :class:`~hacn_core.experiments.Link` s (which stored metric
+experiments' :class:`~hacn_core.engine.registry.Link` s (which stored metric
 reproduces which item). Our value is the mean over the stored runs (one per
 seed) with a 95% confidence interval from Student's t; nothing is typed in by
 hand, so the ledger stays current as results land in ``results/``.
@@ -18,45 +18,16 @@ Status of a row:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from hacn_core.experiments import Experiment, registry
+from hacn_core.catalog import registry
+from hacn_core.engine.registry import Experiment, matches
+from hacn_core.engine.stats import Estimate, estimate
 from hacn_core.paper_items import PAPER_ITEMS, PaperItem
-from hacn_core.results import ResultsStore, RunResult
+from hacn_core.engine.results import ResultsStore, RunResult
 
 STATUSES: tuple[str, ...] = ("reproduced", "differs", "run", "scaled analogue", "not run")
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Mean of ``n`` values with the half-width of its 95% confidence interval."""
-
-    mean: float
-    half_width: float
-    n: int
-
-    def __str__(self) -> str:
-        if self.n == 1 or not math.isfinite(self.half_width):
-            return f"{self.mean:.4g}"
-        return f"{self.mean:.4g} ± {self.half_width:.2g}"
-
-
-def estimate(values: Sequence[float], confidence: float = 0.95) -> Estimate:
-    """Mean and Student-t confidence half-width of ``values`` (``nan`` width for one value)."""
-    x = np.asarray(values, dtype=float)
-    if x.size == 0:
-        raise ValueError("values must not be empty")
-    if x.size == 1:
-        return Estimate(float(x[0]), float("nan"), 1)
-    from scipy import stats
-
-    sem = x.std(ddof=1) / math.sqrt(x.size)
-    t = stats.t.ppf(0.5 + confidence / 2, df=x.size - 1)
-    return Estimate(float(x.mean()), float(t * sem), int(x.size))
 
 
 @dataclass(frozen=True)
@@ -71,12 +42,8 @@ class LedgerRow:
     experiment: str = ""
 
 
-def _matches(result: RunResult, where: dict) -> bool:
-    return all(result.config.get(k) == v for k, v in where.items())
-
-
 def _link_row(item: PaperItem, experiment: Experiment, link, store: ResultsStore) -> LedgerRow:
-    runs = [r for r in store.iter_results(experiment.id) if _matches(r, dict(link.where)) and link.metric in r.metrics]
+    runs = [r for r in store.iter_results(experiment.id) if matches(r.config, link.where) and link.metric in r.metrics]
     if not runs:
         return LedgerRow(item, None, (), "", "not run", experiment.id)
     paper_hashes = experiment.paper_config_hashes()
@@ -86,7 +53,7 @@ def _link_row(item: PaperItem, experiment: Experiment, link, store: ResultsStore
     profile = sorted({r.profile or "?" for r in chosen})[0]
     setting = ("paper setting" if at_paper else "scaled") + f" ({experiment.setting.get(profile, profile)})"
     if at_paper:  # say so when only part of the paper profile is stored
-        planned = sum(1 for c in experiment.runs("paper") if all(c.get(k) == v for k, v in dict(link.where).items()))
+        planned = sum(1 for c in experiment.runs("paper") if matches(c, link.where))
         if len(at_paper) < planned:
             setting += f"; {len(at_paper)} of its {planned} runs stored"
     if not at_paper:

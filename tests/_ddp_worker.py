@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import hacn_core.training as training
-from hacn_core.training import Callback, TrainConfig, fit
+import hacn_core.engine.training as training
+from hacn_core.engine.training import Callback, TrainConfig, fit
 
 
 class Net(nn.Module):

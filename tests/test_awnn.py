@@ -26,7 +26,6 @@ from hacn_core.awnn import (
     ELBOTerms,
     RatePrior,
     RatePriorSchedule,
-    _AdaptiveMLPFunction,
     discretized_exponential,
     importance_mass,
     importances,
@@ -41,7 +40,8 @@ from hacn_core.awnn import (
     update_widths,
     WidthCallback,
 )
-from hacn_core.roles import named_parameter_roles
+from hacn_core.awnn.model import _AdaptiveMLPFunction
+from hacn_core.engine.roles import named_parameter_roles
 
 DT = torch.float64
 
@@ -911,7 +911,7 @@ def test_elbo_loss_records_terms_only_while_training():
 
 
 def test_width_callback_in_fit_updates_after_every_step_and_logs():
-    from hacn_core.training import Callback, TrainConfig, fit
+    from hacn_core.engine.training import Callback, TrainConfig, fit
 
     torch.manual_seed(24)
     x = torch.randn(96, 2)
@@ -947,7 +947,7 @@ def test_width_callback_in_fit_updates_after_every_step_and_logs():
 def test_fit_resumes_an_adaptive_mlp_bit_for_bit(tmp_path):
     """A run killed after a checkpoint and restarted (fresh model, resized by its state
     dict, Adam state reloaded) ends where the uninterrupted run ends."""
-    from hacn_core.training import Callback, TrainConfig, fit
+    from hacn_core.engine.training import Callback, TrainConfig, fit
 
     x = torch.randn(96, 2, generator=torch.Generator().manual_seed(25))
     y = (x[:, 0] * x[:, 1] > 0).long()

@@ -11,10 +11,11 @@ from torch import nn
 
 from hacn_core import paper_items
 from hacn_core.awnn import quantile_width
-from hacn_core.experiments import awnn_ablations as ab
-from hacn_core.experiments import awnn_tabular as at
-from hacn_core.experiments import awnn_compress, awnn_tabular
-from hacn_core.results import RunContext, RunResult, config_hash
+from hacn_core.awnn.studies import ablations as ab
+from hacn_core.awnn.studies import tabular as at
+from hacn_core.awnn.studies import compress as awnn_compress
+from hacn_core.awnn.studies import tabular as awnn_tabular
+from hacn_core.engine.results import RunContext, RunResult, config_hash
 
 
 def _ctx(tmp_path: Path) -> RunContext:
@@ -341,8 +342,8 @@ def test_learned_layer_width_on_hand_made_runs():
 
 
 def test_width_literals_equal_the_stored_chapter_2_runs():
-    from hacn_core.experiments import stored
-    from hacn_core.results import REPO_ROOT, ResultsStore
+    from hacn_core.catalog import stored
+    from hacn_core.engine.results import REPO_ROOT, ResultsStore
 
     store = ResultsStore(REPO_ROOT / "results")  # the committed results, not the test session's store
     runs = [r for d in ab.FIXED_PLUS_DATASETS
@@ -382,7 +383,7 @@ def test_fixed_plus_table_shows_paper_beside_ours():
 
 
 def test_links_point_at_existing_items_and_metrics():
-    from hacn_core.experiments import get
+    from hacn_core.catalog import get
 
     for exp_id, metric_source in ((ab.EXPERIMENT_ID, "tail_width"), (ab.FIXED_PLUS_ID, "test_acc")):
         exp = get(exp_id)

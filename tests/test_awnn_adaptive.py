@@ -1,4 +1,4 @@
-"""Tests for the AWNN tabular study (``hacn_core.experiments.awnn_adaptive``).
+"""Tests for the AWNN tabular study (``hacn_core.awnn.studies.adaptive``).
 
 The configurations of each profile against the paper's Table 3, the links to
 Table 1, the data the runs see, and the wiring of one tiny run: ``N`` is the
@@ -16,9 +16,9 @@ import torch
 
 from hacn_core import paper_items
 from hacn_core.awnn import quantile_width
-from hacn_core.experiments import awnn_adaptive as aa
-from hacn_core.experiments import awnn_tabular as at
-from hacn_core.results import RunContext, RunResult, config_hash
+from hacn_core.awnn.studies import adaptive as aa
+from hacn_core.awnn.studies import tabular as at
+from hacn_core.engine.results import RunContext, RunResult, config_hash
 
 PAPER_TABLE3 = {  # dataset: (epochs, batch), App. C.1 Table 3
     "DoubleMoon": (500, 32),
@@ -28,9 +28,8 @@ PAPER_TABLE3 = {  # dataset: (epochs, batch), App. C.1 Table 3
 
 
 def _experiment():
-    from hacn_core.experiments import _REGISTRY  # importing awnn_adaptive registered it
 
-    return _REGISTRY[aa.EXPERIMENT_ID]
+    return aa.EXPERIMENT
 
 
 def test_paper_profile_is_the_papers_setting():
@@ -179,7 +178,7 @@ def test_fixed_seed_table_separates_a_stuck_seed_from_underfitting_per_shape():
 
 def test_table1_and_fixed_plus_read_only_the_table1_baseline_shape():
     """On SpiralHard Table 1's baseline is 2 x 16; 1 x 32 and 4 x 8 stand beside it, never inside its mean."""
-    from hacn_core.experiments import awnn_ablations as ab
+    from hacn_core.awnn.studies import ablations as ab
 
     def result(layers, width, acc):
         config = at._config("SpiralHard", 0, **({} if layers == 1 else {"hidden_layers": layers, "width": width}))

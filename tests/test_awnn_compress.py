@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from hacn_core import experiments, paper_items
+from hacn_core import catalog, paper_items
 from hacn_core.awnn import AdaptiveMLP, ELBOLoss, RatePrior, WidthCallback, importances
-from hacn_core.experiments import awnn_compress as ac
-from hacn_core.results import RunContext
-from hacn_core.training import TrainConfig, evaluate, fit
+from hacn_core.awnn.studies import compress as ac
+from hacn_core.engine.results import RunContext
+from hacn_core.engine.training import TrainConfig, evaluate, fit
 
 
 def _ctx(tmp_path: Path) -> RunContext:
@@ -218,7 +218,7 @@ def test_truncate_study_refuses_a_prior_and_unknown_keys():
 
 
 def test_profiles_and_links():
-    exp = experiments.get(ac.EXPERIMENT_ID)
+    exp = catalog.get(ac.EXPERIMENT_ID)
     paper = exp.runs("paper")
     anneal = [c for c in paper if c["study"] == "anneal"]
     assert len(anneal) == 2 * 2 * 10 and len(paper) - len(anneal) == 2 * 10

@@ -1,4 +1,4 @@
-"""The step-cost measurement of the AWNN (``hacn_core.experiments.awnn_cost``)."""
+"""The step-cost measurement of the AWNN (``hacn_core.awnn.studies.cost``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import statistics
 import pytest
 import torch
 
-from hacn_core import awnn_ext, experiments
+from hacn_core import catalog
+from hacn_core.awnn import fast_cpp
 from hacn_core.awnn import AdaptiveMLP, quantile_width
-from hacn_core.experiments import awnn_cost as ac
+from hacn_core.awnn.studies import cost as ac
 
 
 def _awnn(seed: int = 0) -> AdaptiveMLP:
@@ -71,7 +72,7 @@ def test_measurement_is_consistent(phase):
     assert m["awnn_us"] == pytest.approx(1e6 * statistics.median(c["awnn_s"]))
     assert m["width_start"] == 2 * quantile_width(config["rate_init"]) == 462
     assert f"ratio {m['awnn/fixed']:.3f}" in ac.report(m, phase)  # the benchmark prints the stored median
-    assert m["node"] == awnn_ext.active_backend()
+    assert m["node"] == fast_cpp.active_backend()
     if m["node"] == "cpp":  # the same AWNN timed with the Python node, interleaved
         assert len(c["python_s"]) == 3
         assert m["python/awnn"] == pytest.approx(statistics.median(p / a for p, a in zip(c["python_s"], c["awnn_s"])))
@@ -92,7 +93,7 @@ def test_bad_input():
 
 
 def test_registered_with_both_phases():
-    exp = experiments.get(ac.EXPERIMENT_ID)
+    exp = catalog.get(ac.EXPERIMENT_ID)
     for profile in ("smoke", "book", "paper"):
         runs = exp.runs(profile)
         seeds = ac.ADAPTING_SEEDS[profile]
@@ -107,7 +108,7 @@ def test_registered_with_both_phases():
 
 
 def test_ratio_by_width_groups_repetitions():
-    from hacn_core.results import RunResult
+    from hacn_core.engine.results import RunResult
 
     curves = {"awnn_s": [2.0, 3.0, 4.0, 1.2], "fixed_s": [1.0, 1.0, 2.0, 1.0], "static_s": [1.5, 1.5, 3.0, 1.1],
               "update_width_s": [0.1] * 4, "total_width": [150, 190, 250, 500]}
@@ -121,7 +122,7 @@ def test_ratio_by_width_groups_repetitions():
 
 
 def _fake_adapting(seed, awnn, fixed, widths):
-    from hacn_core.results import RunResult
+    from hacn_core.engine.results import RunResult
 
     n = len(awnn)
     curves = {"awnn_s": awnn, "fixed_s": fixed, "static_s": [f * 1.05 for f in fixed], "update_width_s": [0.01] * n,

@@ -1,4 +1,4 @@
-"""The C++ node of the adaptive MLP (hacn_core/csrc/awnn_fused.cpp) against the Python one.
+"""The C++ node of the adaptive MLP (hacn_core/awnn/csrc/awnn_fused.cpp) against the Python one.
 
 Both run the same ATen ops in the same order, so everything is compared with
 ``torch.equal`` (bit for bit): forward values, every gradient, a second backward, and
@@ -13,9 +13,9 @@ import shutil
 import pytest
 import torch
 
-from hacn_core import awnn_ext
+from hacn_core.awnn import fast_cpp
 from hacn_core.awnn import AdaptiveMLP, negative_elbo
-from hacn_core.data import synthetic_splits
+from hacn_core.engine.data import synthetic_splits
 
 needs_compiler = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
                                     reason="no C++ compiler: the C++ node cannot be built")
@@ -23,15 +23,15 @@ needs_compiler = pytest.mark.skipif(shutil.which("c++") is None and shutil.which
 
 @pytest.fixture(scope="module")
 def ext():
-    with awnn_ext.use_backend("cpp"):
-        return awnn_ext.module()  # builds once (about 35 s) or loads the cached build
+    with fast_cpp.use_backend("cpp"):
+        return fast_cpp.module()  # builds once (about 35 s) or loads the cached build
 
 
 def _both(model: AdaptiveMLP, x: torch.Tensor, wrt: list[torch.Tensor], retain: bool = False):
     """Output and gradients of ``sum(out^2)`` under each backend."""
     out = {}
     for name in ("python", "cpp"):
-        with awnn_ext.use_backend(name):
+        with fast_cpp.use_backend(name):
             y = model(x)
         loss = (y ** 2).sum()
         grads = torch.autograd.grad(loss, wrt, retain_graph=retain, allow_unused=True)
@@ -110,7 +110,7 @@ def test_training_run_is_identical_under_both_backends(ext):
         opt = torch.optim.Adam(model.parameters(), lr=0.05)
         gen = torch.Generator().manual_seed(0)
         widths = []
-        with awnn_ext.use_backend(name):
+        with fast_cpp.use_backend(name):
             for _ in range(40):
                 idx = torch.randint(0, len(y_tr), (64,), generator=gen)
                 model.update_width(opt)
@@ -137,7 +137,7 @@ def test_cpp_resize_equals_python_resize(ext, grow_init):
         model = AdaptiveMLP(in_dim=2, out_dim=3, n_hidden_layers=2, rate_init=0.08, grow_init=grow_init)
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         x = torch.randn(8, 2)
-        with awnn_ext.use_backend(name):
+        with fast_cpp.use_backend(name):
             kept = None
             for widths in ([20, 9], [31, 9], [31, 40], [12, 40], [12, 3], [60, 70], [29, 29]):
                 opt.zero_grad(set_to_none=True)
@@ -164,63 +164,63 @@ def test_cpp_resize_equals_python_resize(ext, grow_init):
 
 
 def test_bad_backend_is_refused(monkeypatch):
-    monkeypatch.setenv(awnn_ext.ENV_VAR, "fast")
+    monkeypatch.setenv(fast_cpp.ENV_VAR, "fast")
     with pytest.raises(ValueError, match=r"HACN_AWNN_BACKEND='fast'.*auto, cpp, python"):
-        awnn_ext.backend()
+        fast_cpp.backend()
     with pytest.raises(ValueError, match=r"backend='gpu'.*auto, cpp, python"):
-        awnn_ext.set_backend("gpu")
+        fast_cpp.set_backend("gpu")
 
 
 def test_python_backend_builds_nothing(monkeypatch):
-    monkeypatch.setenv(awnn_ext.ENV_VAR, "python")
-    monkeypatch.setattr(awnn_ext, "_attempt_build", lambda: pytest.fail("python must not build"))
-    monkeypatch.setattr(awnn_ext, "_attempted", False)
-    assert awnn_ext.module() is None and awnn_ext.active_backend() == "python"
-    with awnn_ext.use_backend("auto"):
-        assert awnn_ext.backend() == "auto"
-    assert awnn_ext.backend() == "python"
+    monkeypatch.setenv(fast_cpp.ENV_VAR, "python")
+    monkeypatch.setattr(fast_cpp, "_attempt_build", lambda: pytest.fail("python must not build"))
+    monkeypatch.setattr(fast_cpp, "_attempted", False)
+    assert fast_cpp.module() is None and fast_cpp.active_backend() == "python"
+    with fast_cpp.use_backend("auto"):
+        assert fast_cpp.backend() == "auto"
+    assert fast_cpp.backend() == "python"
 
 
 def test_failed_build_falls_back_or_fails_clearly(monkeypatch):
     def broken(name):
         raise OSError("no compiler here")
 
-    monkeypatch.setattr(awnn_ext, "_build", broken)
-    monkeypatch.setattr(awnn_ext, "_attempted", False)
-    monkeypatch.setattr(awnn_ext, "_built", {})
-    with awnn_ext.use_backend("auto"):
+    monkeypatch.setattr(fast_cpp, "_build", broken)
+    monkeypatch.setattr(fast_cpp, "_attempted", False)
+    monkeypatch.setattr(fast_cpp, "_built", {})
+    with fast_cpp.use_backend("auto"):
         with pytest.warns(RuntimeWarning, match="Python node runs.*no compiler here"):
-            assert awnn_ext.module() is None
+            assert fast_cpp.module() is None
         model = AdaptiveMLP(in_dim=2, out_dim=2)
         model(torch.randn(3, 2)).sum().backward()  # the Python node trains on
         assert model.raw_rate.grad is not None
-    with awnn_ext.use_backend("cpp"):
+    with fast_cpp.use_backend("cpp"):
         with pytest.raises(RuntimeError, match=r"(?s)backend is cpp.*did not build.*no compiler here.*ninja"):
-            awnn_ext.module()
-    assert awnn_ext.build_error() == "OSError: no compiler here"
+            fast_cpp.module()
+    assert fast_cpp.build_error() == "OSError: no compiler here"
 
 
 def test_last_node_names_the_node_that_ran(monkeypatch):
     model = AdaptiveMLP(in_dim=2, out_dim=2)
-    with awnn_ext.use_backend("python"):
+    with fast_cpp.use_backend("python"):
         model(torch.randn(3, 2))
-        assert awnn_ext.last_node() == "python"
-    with awnn_ext.use_backend("auto"):
+        assert fast_cpp.last_node() == "python"
+    with fast_cpp.use_backend("auto"):
         model(torch.randn(3, 2))
-        assert awnn_ext.last_node() == awnn_ext.active_backend()
-    awnn_ext.forget_last_node()
-    assert awnn_ext.last_node() is None
+        assert fast_cpp.last_node() == fast_cpp.active_backend()
+    fast_cpp.forget_last_node()
+    assert fast_cpp.last_node() is None
 
 
 def test_stored_runs_record_the_node_of_their_own_forwards(tmp_path):
-    from hacn_core.results import ResultsStore, run_or_load
+    from hacn_core.engine.results import ResultsStore, run_or_load
 
     def awnn_run(config, context):
         AdaptiveMLP(in_dim=2, out_dim=2)(torch.randn(3, 2))
         return {"metrics": {"x": 1.0}}
 
     store = ResultsStore(tmp_path)
-    with awnn_ext.use_backend("python"):
+    with fast_cpp.use_backend("python"):
         first = run_or_load("toy-awnn", {"seed": 0}, awnn_run, store=store, progress=False)
         other = run_or_load("toy-other", {"seed": 0}, lambda c, ctx: {"metrics": {"x": 2.0}}, store=store,
                             progress=False)

@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hacn_core import awnn, experiments
-from hacn_core.experiments import awnn_init as ai
-from hacn_core.results import ResultsStore
+from hacn_core import awnn, catalog
+from hacn_core.awnn.studies import init as ai
+from hacn_core.engine.results import ResultsStore
 
 NOTEBOOK_CURVES = ("epoch", "train_loss", "record_epoch", "train_acc", "train_nll", "val_acc", "test_acc",
                    "total_width", "widths", "rates")
@@ -19,7 +19,7 @@ NOTEBOOK_CURVES = ("epoch", "train_loss", "record_epoch", "train_acc", "train_nl
 
 
 def test_configs_per_profile():
-    exp = experiments.get(ai.EXPERIMENT_ID)
+    exp = catalog.get(ai.EXPERIMENT_ID)
     smoke, book, paper = exp.runs("smoke"), exp.runs("book"), exp.runs("paper")
     # one seed per init in smoke, three in book, ten in paper; both inits everywhere
     for runs, seeds in ((smoke, {0}), (book, {0, 1, 2}), (paper, set(range(10)))):
@@ -51,7 +51,7 @@ def test_bad_config_is_refused():
 
 
 def test_tiny_run_returns_the_notebook_curves(tmp_path):
-    results = experiments.run(ai.EXPERIMENT_ID, "smoke", store=ResultsStore(tmp_path), progress=False)
+    results = catalog.run(ai.EXPERIMENT_ID, "smoke", store=ResultsStore(tmp_path), progress=False)
     assert sorted(r.config["init"] for r in results) == sorted(ai.INITS)
     for r in results:
         c = r.curves

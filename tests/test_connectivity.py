@@ -1,4 +1,4 @@
-"""Tests of hacn_core.connectivity: the forward rules of H-ACN Sec. 2 / Algorithm 1, C (Eq. 3-5,
+"""Tests of hacn_core.hacn.connectivity: the forward rules of H-ACN Sec. 2 / Algorithm 1, C (Eq. 3-5,
 Appendix C), the Sec. 4 statistics, alpha initialisation (Table 6), Depth-adaptive LayerNorm (Eq. 7)
 and layer-wise exits (Sec. 3.1)."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from hacn_core.connectivity import (
+from hacn_core.hacn.connectivity import (
     RULES,
     TWO_PART_RULES,
     AlphaInit,
@@ -31,7 +31,7 @@ from hacn_core.connectivity import (
     total_connectivity_strength,
 )
 from hacn_core.gates import gate_value
-from hacn_core.roles import named_parameter_roles
+from hacn_core.engine.roles import named_parameter_roles
 
 DIM = 5
 SINGLE_RULES = [r for r in RULES if r not in TWO_PART_RULES]

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from hacn_core import data
-from hacn_core.data import (
+from hacn_core.engine import data
+from hacn_core.engine.data import (
     DatasetMissingError,
     data_root,
     downloads_allowed,

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from hacn_core.training import fit
+from hacn_core.engine.training import fit
 
 HERE = Path(__file__).parent
 spec = importlib.util.spec_from_file_location("_ddp_worker", HERE / "_ddp_worker.py")

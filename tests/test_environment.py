@@ -50,7 +50,7 @@ def test_torchvision_mnist_reads_idx_files(tmp_path):
 def test_torchvision_mnist_reads_the_real_offline_sample(tmp_path):
     import torchvision
 
-    from hacn_core.data import link_mirror
+    from hacn_core.engine.data import link_mirror
 
     root = link_mirror(MIRROR, tmp_path / "data")
     ds = torchvision.datasets.MNIST(str(root), train=False, download=False)

@@ -16,9 +16,9 @@ from hacn_core.gates import (
     set_gates,
 )
 from hacn_core.models import build_model
-from hacn_core.models.gated_mlp import KINDS, fc_param_count, mnist_fc
-from hacn_core.models.resnet_cifar import preact_resnet, wide_resnet, wrn_depth
-from hacn_core.roles import named_parameter_roles
+from hacn_core.models.fc import KINDS, fc_param_count, mnist_fc
+from hacn_core.models.resnet import preact_resnet, wide_resnet, wrn_depth
+from hacn_core.engine.roles import named_parameter_roles
 
 
 def n_params(model: nn.Module) -> int:

@@ -23,7 +23,7 @@ from hacn_core.gates import (
     remove_layers,
     set_gates,
 )
-from hacn_core.roles import named_parameter_roles
+from hacn_core.engine.roles import named_parameter_roles
 
 W = 6
 

@@ -6,12 +6,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hacn_core import experiments, gates
-from hacn_core.data import missing_files
-from hacn_core.experiments import gates_cifar as gc
-from hacn_core.optim import LRSchedule, build_optimizer, param_groups
+from hacn_core import gates
+from hacn_core.engine.data import missing_files
+from hacn_core.gates.studies import cifar as gc
+from hacn_core.engine.optim import param_groups
+from hacn_core.engine.training import optimizer_for, schedule_for
 from hacn_core.paper_items import PAPER_ITEMS
-from hacn_core.results import RunContext
+from hacn_core.engine.results import RunContext
 
 
 def _reference_crop_flip(x: torch.Tensor, pad: int, seed: int) -> torch.Tensor:
@@ -96,13 +97,13 @@ def test_forward_hook_augments_only_in_training_and_normalises():
 def test_wrn_schedule_values_at_the_milestones():
     cfg = gc.make_config("CIFAR10", "wrn-4-10-dropout", "gated", 0)
     spe = 391  # 50,000 / 128
-    sched = LRSchedule.from_config(gc.train_config(cfg), spe)
+    sched = schedule_for(gc.train_config(cfg), spe)
     total = 200 * spe
     values = [sched.lr(s) for s in (0, round(0.3 * total) - 1, round(0.3 * total), round(0.6 * total),
                                     round(0.8 * total), total - 1)]
     assert values == pytest.approx([0.1, 0.1, 0.02, 0.004, 0.0008, 0.0008])
     res = gc.make_config("CIFAR10", "resnet5", "original", 0)
-    sched = LRSchedule.from_config(gc.train_config(res), spe)
+    sched = schedule_for(gc.train_config(res), spe)
     total = 164 * spe
     assert [sched.lr(s) for s in (round(0.5 * total) - 1, round(0.5 * total), round(0.75 * total))] == \
         pytest.approx([0.1, 0.01, 0.001])
@@ -115,7 +116,7 @@ def test_k_decay_puts_the_gates_in_the_decayed_group():
     def groups(variant):
         cfg = gc.make_config("FashionMNIST32", "mini-wrn", variant, 0)
         model = gc.build_model(cfg)
-        opt = build_optimizer(model, gc.train_config(cfg))
+        opt = optimizer_for(model, gc.train_config(cfg))
         gate_ids = {id(p) for _, p in gates.gate_parameters(model)}
         bn_ids = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)}
         decayed = {id(p) for g in opt.param_groups if g["weight_decay"] > 0 for p in g["params"]}
@@ -154,7 +155,7 @@ PAPER_ITEMS_BY_ID = {it.id: it for it in PAPER_ITEMS}
 
 
 def test_every_own_table_cell_is_linked_and_only_at_the_paper_setting():
-    exp = experiments._REGISTRY[gc.EXPERIMENT_ID]  # registered on import; get() would import every module
+    exp = gc.EXPERIMENT
     linked = {link.item for link in exp.links}
     assert linked <= set(PAPER_ITEMS_BY_ID)
     own = {i for i in PAPER_ITEMS_BY_ID if i.startswith(("gates/table3/", "gates/table4/", "gates/table5/"))}
@@ -216,7 +217,7 @@ def test_one_tiny_run_records_curves_and_gates(tmp_path):
 
 
 def test_cost_table_reads_wall_time_off_the_runs():
-    from hacn_core.results import RunResult, config_hash
+    from hacn_core.engine.results import RunResult, config_hash
 
     runs = []
     for seed, seconds in ((0, 120.0), (1, 180.0)):

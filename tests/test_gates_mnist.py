@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from hacn_core import gates
-from hacn_core.experiments import gates_mnist as gm
-from hacn_core.experiments import get
-from hacn_core.models.gated_mlp import mnist_fc
+from hacn_core.gates.studies import mnist as gm
+from hacn_core.catalog import get
+from hacn_core.models.fc import mnist_fc
 from hacn_core.paper_items import item
-from hacn_core.results import RunContext, RunResult, config_hash
-from hacn_core.training import evaluate
+from hacn_core.engine.results import RunContext, RunResult, config_hash
+from hacn_core.engine.training import evaluate
 
 PAPER_KEYS = {
     "dataset": "MNIST", "width": 50, "optimizer": "nadam", "lr": 0.002, "betas": [0.9, 0.999],

@@ -10,10 +10,10 @@ import torch
 from torch import nn
 
 from hacn_core import paper_items
-from hacn_core.connectivity import total_connectivity_strength
-from hacn_core.experiments import hacn_mixer as hm
-from hacn_core.experiments import get
-from hacn_core.results import RunContext, RunResult, config_hash
+from hacn_core.hacn.connectivity import total_connectivity_strength
+from hacn_core.hacn.studies import mixer as hm
+from hacn_core.catalog import get
+from hacn_core.engine.results import RunContext, RunResult, config_hash
 
 
 def _fake_images(name: str, train: bool = True):

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hacn_core.connectivity import DepthGain, evaluate_layerwise
+from hacn_core.hacn.connectivity import DepthGain, evaluate_layerwise
 from hacn_core.models.mixer import (
     DenseMixer,
     DenseMixerConfig,
@@ -15,7 +15,7 @@ from hacn_core.models.mixer import (
     MLPMixer,
     num_parameters,
 )
-from hacn_core.roles import named_parameter_roles
+from hacn_core.engine.roles import named_parameter_roles
 
 # A small Mixer for behaviour tests (Appendix A's is used where its size matters)
 SMALL = MixerConfig(image_size=8, in_channels=2, num_classes=3, patch_size=2, hidden_dim=8,

@@ -1,4 +1,4 @@
-"""Tests for hacn_core.optim: parameter groups by role, optimizers, schedules."""
+"""Tests for hacn_core.engine.optim: parameter groups by role, optimizers, schedules."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import pytest
 import torch
 from torch import nn
 
-from hacn_core.optim import (
+from hacn_core.engine.optim import (
     DEFAULT_NO_DECAY_ROLES,
     LRSchedule,
     build_optimizer,
     decay_assignment,
     param_groups,
 )
-from hacn_core.roles import tag
-from hacn_core.training import TrainConfig
+from hacn_core.engine.roles import tag
+from hacn_core.engine.training import TrainConfig, optimizer_for, schedule_for
 
 
 class RoleNet(nn.Module):
@@ -52,7 +52,7 @@ def test_default_groups_decay_only_plain_weights():
     table = decay_assignment(model)
     assert {n: r for n, (r, _) in table.items()} == EXPECTED_ROLES
     assert {n for n, (_, d) in table.items() if d} == {"lin.weight"}
-    opt = build_optimizer(model, TrainConfig(epochs=1, batch_size=1, lr=0.1, weight_decay=0.5))
+    opt = optimizer_for(model, TrainConfig(epochs=1, batch_size=1, lr=0.1, weight_decay=0.5))
     wd = _group_of(opt, model)
     assert wd == {n: (0.5 if n == "lin.weight" else 0.0) for n in EXPECTED_ROLES}
     assert [g["name"] for g in opt.param_groups] == ["decay", "no_decay"]
@@ -63,7 +63,7 @@ def test_gate_decay_ablation_puts_k_into_decay():
     model = RoleNet()
     roles = tuple(r for r in DEFAULT_NO_DECAY_ROLES if r != "gate")
     cfg = TrainConfig(epochs=1, batch_size=1, lr=0.1, weight_decay=0.5, no_decay_roles=roles)
-    wd = _group_of(build_optimizer(model, cfg), model)
+    wd = _group_of(optimizer_for(model, cfg), model)
     assert {n for n, v in wd.items() if v > 0} == {"lin.weight", "k"}
 
 
@@ -80,7 +80,7 @@ def test_adamw_decays_exactly_the_decay_group():
     """With zero gradients AdamW only applies decoupled decay: p <- p (1 - lr wd)."""
     model = RoleNet()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    opt = build_optimizer(model, TrainConfig(epochs=1, batch_size=1, lr=0.1, weight_decay=0.5))
+    opt = optimizer_for(model, TrainConfig(epochs=1, batch_size=1, lr=0.1, weight_decay=0.5))
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     opt.step()
@@ -98,19 +98,19 @@ def test_zero_decay_is_one_group_and_unknown_role_is_an_error():
 def test_optimizer_kinds():
     model = nn.Linear(2, 2)
     cfg = TrainConfig(epochs=1, batch_size=1, lr=0.1)
-    assert isinstance(build_optimizer(model, cfg.replace(optimizer="nadam")), torch.optim.NAdam)
-    assert type(build_optimizer(model, cfg.replace(optimizer="adam"))) is torch.optim.Adam
-    assert type(build_optimizer(model, cfg)) is torch.optim.AdamW
+    assert isinstance(optimizer_for(model, cfg.replace(optimizer="nadam")), torch.optim.NAdam)
+    assert type(optimizer_for(model, cfg.replace(optimizer="adam"))) is torch.optim.Adam
+    assert type(optimizer_for(model, cfg)) is torch.optim.AdamW
 
 
 def test_fused_switch():
     model = nn.Linear(2, 2)
     cfg = TrainConfig(epochs=1, batch_size=1, lr=0.1)
-    assert not build_optimizer(model, cfg, "cpu").defaults.get("fused")  # auto: not on CPU
-    assert build_optimizer(model, cfg.replace(fused=True), "cpu").defaults["fused"] is True
-    assert build_optimizer(model, cfg, "cuda").defaults["fused"] is True  # auto: fused on CUDA
-    assert not build_optimizer(model, cfg.replace(fused=False), "cuda").defaults.get("fused")
-    assert not build_optimizer(model, cfg.replace(optimizer="nadam"), "cuda").defaults.get("fused")
+    assert not optimizer_for(model, cfg, "cpu").defaults.get("fused")  # auto: not on CPU
+    assert optimizer_for(model, cfg.replace(fused=True), "cpu").defaults["fused"] is True
+    assert optimizer_for(model, cfg, "cuda").defaults["fused"] is True  # auto: fused on CUDA
+    assert not optimizer_for(model, cfg.replace(fused=False), "cuda").defaults.get("fused")
+    assert not optimizer_for(model, cfg.replace(optimizer="nadam"), "cuda").defaults.get("fused")
 
 
 def test_sgd_nesterov_step_matches_formula():
@@ -119,7 +119,7 @@ def test_sgd_nesterov_step_matches_formula():
     p = nn.Parameter(torch.randn(4))
     model = nn.Module()
     model.p = p
-    opt = build_optimizer(model, TrainConfig(epochs=1, batch_size=1, lr=0.1, optimizer="sgd", momentum=0.9,
+    opt = optimizer_for(model, TrainConfig(epochs=1, batch_size=1, lr=0.1, optimizer="sgd", momentum=0.9,
                                              nesterov=True))
     ref, v = p.detach().clone(), torch.zeros(4)
     for g in (torch.randn(4), torch.randn(4)):
@@ -137,7 +137,7 @@ def test_nadam_first_step_matches_formula():
     p = nn.Parameter(torch.tensor([1.0, -2.0]))
     model = nn.Module()
     model.p = p
-    opt = build_optimizer(model, TrainConfig(epochs=1, batch_size=1, lr=0.01, optimizer="nadam"))
+    opt = optimizer_for(model, TrainConfig(epochs=1, batch_size=1, lr=0.01, optimizer="nadam"))
     g = torch.tensor([0.5, -0.25])
     p.grad = g.clone()
     opt.step()
@@ -156,7 +156,7 @@ def test_nadam_first_step_matches_formula():
 def _sched(**kw) -> LRSchedule:
     base = dict(epochs=10, batch_size=1, lr=1.0)
     base.update(kw)
-    return LRSchedule.from_config(TrainConfig(**base), steps_per_epoch=10)  # 100 steps
+    return schedule_for(TrainConfig(**base), steps_per_epoch=10)  # 100 steps
 
 
 def test_constant_with_warmup():
@@ -198,3 +198,13 @@ def test_plateau_reduces_after_patience_like_torch():
     fresh = _sched(schedule="plateau", plateau_patience=2, gamma=0.5)
     fresh.load_state_dict(state)
     assert fresh.lr(50) == s.lr(50) and fresh.bad_evals == s.bad_evals
+
+
+def test_build_optimizer_takes_plain_arguments():
+    """The optimizer needs no TrainConfig (the engine's optim module imports nothing of the loop)."""
+    model = nn.Linear(3, 2)
+    opt = build_optimizer(model, "sgd", lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-4)
+    assert type(opt) is torch.optim.SGD and opt.defaults["nesterov"] and opt.defaults["momentum"] == 0.9
+    assert {g["weight_decay"] for g in opt.param_groups} == {1e-4, 0.0}  # the bias is kept out of decay
+    with pytest.raises(ValueError, match="optimizer='lion' is unknown; allowed: adamw, adam, nadam, sgd"):
+        build_optimizer(model, "lion", lr=0.1)

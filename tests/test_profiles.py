@@ -1,6 +1,6 @@
 import pytest
 
-from hacn_core.profiles import PROFILES, ProfileError, check_profile, current_profile
+from hacn_core.engine.profiles import PROFILES, ProfileError, check_profile, current_profile
 
 
 def test_known_profiles_are_accepted_case_insensitively():

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from hacn_core import results as R
-from hacn_core.results import (
+from hacn_core.engine import results as R
+from hacn_core.engine.results import (
     CorruptResultError,
     MissingResultError,
     ResultError,

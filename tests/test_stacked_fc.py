@@ -12,11 +12,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hacn_core import experiments
-from hacn_core.experiments import gates_mnist as gm
-from hacn_core.models.gated_mlp import KINDS, mnist_fc
+from hacn_core import catalog
+from hacn_core.engine.results import run_or_load
+from hacn_core.gates.studies import mnist as gm
+from hacn_core.models.fc import KINDS, mnist_fc
 from hacn_core.models.stacked_fc import StackedFCNet
-from hacn_core.results import ResultsStore
+from hacn_core.engine.results import ResultsStore
 
 WIDTH, FEATURES, CLASSES, DEPTH = 8, 12, 5, 4
 
@@ -125,10 +126,10 @@ def stored_pair(tmp_path_factory):
     for name, root in roots.items():
         store = ResultsStore(root)
         for config in configs if name == "single" else []:
-            experiments.run_or_load(gm.EXPERIMENT_ID, config, gm.train_gates_mnist, store=store, progress=False)
+            run_or_load(gm.EXPERIMENT_ID, config, gm.train_gates_mnist, store=store, progress=False)
         if name == "stacked":
             for c, out in zip(configs, gm.train_gates_mnist_stacked(configs, root / "ckpt", progress=False)):
-                from hacn_core.results import code_version, store_trained
+                from hacn_core.engine.results import code_version, store_trained
 
                 store_trained(gm.EXPERIMENT_ID, c, out, store=store, profile="smoke", version=code_version(),
                               wall_s=60.0, engine={"name": "stacked", "members": len(configs),
@@ -181,7 +182,7 @@ def test_interrupted_stacked_run_resumes_to_the_same_result(tmp_path, monkeypatc
 
 def test_run_with_stacked_needs_an_engine(tmp_path):
     with pytest.raises(ValueError, match="no stacked engine"):
-        experiments.run("exact-checks", "smoke", store=ResultsStore(tmp_path), stacked=True)
+        catalog.run("exact-checks", "smoke", store=ResultsStore(tmp_path), stacked=True)
 
 
 def test_stacked_clocks_stay_out_of_the_per_run_cost_table(stored_pair):

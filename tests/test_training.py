@@ -1,4 +1,4 @@
-"""Tests for hacn_core.training: the loop against hand-written references, exact resume,
+"""Tests for hacn_core.engine.training: the loop against hand-written references, exact resume,
 the NaN guard, accumulation, clipping, label smoothing, hooks and configuration errors."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset
 
-import hacn_core.training as training
-from hacn_core.roles import tag
-from hacn_core.training import (
+import hacn_core.engine.training as training
+from hacn_core.engine.roles import tag
+from hacn_core.engine.training import (
     Callback,
     NonFiniteLossError,
     TrainConfig,

@@ -26,7 +26,7 @@ stream ``x_i = t + c`` carries no identity path. Named alternatives:
   and ``2L`` residual weights; ``resnet`` is again the standard Mixer).
 * ``rule="hacn_code_mixer"``: the public code, ``s += c + a t`` and
   ``x_i = c + a (t + x)``, i.e. ``a`` scales the token-mixing output as well
-  (``hacn_core.connectivity``). At ``a = 1`` it is the standard Mixer too.
+  (``hacn_core.hacn.connectivity``). At ``a = 1`` it is the standard Mixer too.
 
 Depth-adaptive LayerNorm (Eq. 7) scales both norms of layer ``i`` by one gain
 ``alpha_i`` (one extra parameter per layer). ``depth_ln="auto"`` uses the
@@ -51,7 +51,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hacn_core.connectivity import (
+from hacn_core.hacn.connectivity import (
     ACN_FAMILY,
     ALPHA_RULES,
     DENSE_BASES,
@@ -89,7 +89,7 @@ class MixerConfig:
     """Settings of :class:`MLPMixer`; the defaults are H-ACN Appendix A (Mixer / CIFAR-10).
 
     ``rule`` / ``alpha_init`` / ``trainable_alpha`` / ``gate_fn`` / ``dense_base``
-    go to :class:`~hacn_core.connectivity.ResidualStack`; ``layer_unit`` and
+    go to :class:`~hacn_core.hacn.connectivity.ResidualStack`; ``layer_unit`` and
     ``depth_ln`` are explained in the module docstring.
     """
 
@@ -279,7 +279,7 @@ def build_mixer_layers(config: MixerConfig) -> list[nn.Module]:
 
 
 class MLPMixer(nn.Module):
-    """MLP-Mixer whose layers are joined by any rule of :class:`~hacn_core.connectivity.ResidualStack`.
+    """MLP-Mixer whose layers are joined by any rule of :class:`~hacn_core.hacn.connectivity.ResidualStack`.
 
     ``MLPMixer()`` is Appendix A's H-ACN Mixer for CIFAR-10;
     ``MLPMixer(rule="resnet")`` the standard Mixer; ``MLPMixer(image_size=28,

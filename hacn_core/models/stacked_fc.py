@@ -1,6 +1,6 @@
 """Many fully connected MNIST networks of Sec. 3.1 trained as one batched model.
 
-The networks of Residual Gates, Section 3.1 (``hacn_core.models.gated_mlp``) are
+The networks of Residual Gates, Section 3.1 (``hacn_core.models.fc``) are
 50 units wide: one training step of one network is a chain of tiny matrix
 products whose cost on a CPU is mostly Python and kernel-launch overhead. The
 MNIST study trains 4 kinds x 3 seeds at every depth; doing it one network at a
@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hacn_core.gates import gate_value
-from hacn_core.models.gated_mlp import FCNet
+from hacn_core.models.fc import FCNet
 
 _SHARED_FIELDS = ("depth", "width", "in_features", "num_classes", "g", "stem", "bn_momentum")
 

@@ -1,6 +1,6 @@
 """Parameter roles: which parameters are scalars that steer the architecture.
 
-Optimizers treat parameters by role (``hacn_core.optim`` builds parameter groups
+Optimizers treat parameters by role (``hacn_core.engine.optim`` builds parameter groups
 from them): the scalar mixing weights of H-ACN (``a_i``), the residual gates'
 ``k``, the depth-adaptive LayerNorm gains and the AWNN rates are usually kept out
 of weight decay, while the residual-gates paper's "k decay" ablation puts ``k``

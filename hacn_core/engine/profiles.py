@@ -2,7 +2,7 @@
 
 Each notebook reads the profile once, in its tagged ``parameters`` cell::
 
-    PROFILE = hacn_core.profiles.current_profile()
+    PROFILE = hacn_core.engine.profiles.current_profile()
 
 and every experiment maps the profile name to a configuration preset
 (``hacn_core.experiments``). The profiles are:

@@ -1,9 +1,10 @@
 """Optimizers, parameter groups by role, and per-step learning-rate schedules.
 
-Used by :func:`hacn_core.training.fit`; usable on their own.
+Used by :func:`hacn_core.engine.training.fit` (which turns a ``TrainConfig`` into these
+arguments: ``optimizer_for``, ``schedule_for``); usable on their own with plain arguments.
 
 Parameter groups
-    Weight decay is applied by *role* (``hacn_core.roles``): the scalar parameters
+    Weight decay is applied by *role* (``hacn_core.engine.roles``): the scalar parameters
     that steer an architecture (H-ACN mixing weights ``a_i``, residual-gate ``k``,
     depth-adaptive LayerNorm gains, AWNN rates ``nu``), normalisation weights and
     biases are kept out of weight decay by default. The residual-gates paper's
@@ -40,15 +41,12 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
-from hacn_core.roles import ROLES, named_parameter_roles
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hacn_core.training import TrainConfig
+from hacn_core.engine.roles import ROLES, named_parameter_roles
 
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "nadam", "sgd")
 FUSED_OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "sgd")  # those with fused kernels in PyTorch
@@ -72,7 +70,7 @@ def decay_assignment(
 ) -> dict[str, tuple[str, bool]]:
     """``{parameter name: (role, gets weight decay)}`` for every trainable parameter.
 
-    A parameter decays unless its role (``hacn_core.roles.named_parameter_roles``)
+    A parameter decays unless its role (``hacn_core.engine.roles.named_parameter_roles``)
     is in ``no_decay_roles``. Handy to print in a chapter next to an ablation.
     """
     roles = _check_roles(no_decay_roles)
@@ -116,27 +114,39 @@ def param_groups(
     return groups
 
 
-def build_optimizer(model: nn.Module, config: TrainConfig, device_type: str = "cpu") -> torch.optim.Optimizer:
-    """The optimizer named by ``config.optimizer`` over :func:`param_groups`.
+def build_optimizer(
+    model: nn.Module,
+    name: str,
+    *,
+    lr: float,
+    weight_decay: float = 0.0,
+    no_decay_roles: Sequence[str] = DEFAULT_NO_DECAY_ROLES,
+    betas: Sequence[float] = (0.9, 0.999),
+    eps: float = 1e-8,
+    momentum: float = 0.0,
+    nesterov: bool = False,
+    fused: bool | None = None,
+    device_type: str = "cpu",
+) -> torch.optim.Optimizer:
+    """The optimizer ``name`` (one of ``OPTIMIZERS``) over :func:`param_groups`.
 
-    ``config.fused=None`` (auto) uses the fused kernels on CUDA where PyTorch has
+    ``fused=None`` (auto) uses the fused kernels on CUDA where PyTorch has
     them (Adam, AdamW, SGD) and PyTorch's default implementation elsewhere, so
     CPU runs match a hand-written loop bit for bit. ``fused=False`` is for
     models that resize parameters in place (AWNN), which fused kernels forbid.
     """
-    name = config.optimizer
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer={name!r} is unknown; allowed: {', '.join(OPTIMIZERS)}")
-    groups = param_groups(model, config.weight_decay, config.no_decay_roles)
-    use_fused = config.fused if config.fused is not None else device_type == "cuda"
-    fused = {"fused": True} if use_fused and name in FUSED_OPTIMIZERS else {}
+    groups = param_groups(model, weight_decay, no_decay_roles)
+    use_fused = fused if fused is not None else device_type == "cuda"
+    kernel = {"fused": True} if use_fused and name in FUSED_OPTIMIZERS else {}
     if name == "adamw":
-        return torch.optim.AdamW(groups, lr=config.lr, betas=tuple(config.betas), eps=config.eps, **fused)
+        return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, **kernel)
     if name == "adam":
-        return torch.optim.Adam(groups, lr=config.lr, betas=tuple(config.betas), eps=config.eps, **fused)
+        return torch.optim.Adam(groups, lr=lr, betas=tuple(betas), eps=eps, **kernel)
     if name == "nadam":
-        return torch.optim.NAdam(groups, lr=config.lr, betas=tuple(config.betas), eps=config.eps)
-    return torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum, nesterov=config.nesterov, **fused)
+        return torch.optim.NAdam(groups, lr=lr, betas=tuple(betas), eps=eps)
+    return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov, **kernel)
 
 
 class LRSchedule:
@@ -178,26 +188,6 @@ class LRSchedule:
         self.scale = 1.0
         self.best = math.inf if plateau_mode == "min" else -math.inf
         self.bad_evals = 0
-
-    @classmethod
-    def from_config(cls, config: TrainConfig, steps_per_epoch: int) -> LRSchedule:
-        """Build from a ``TrainConfig``: epochs and fractions become steps."""
-        total = config.epochs * steps_per_epoch
-        warmup = round(config.warmup_epochs * steps_per_epoch)
-        if config.warmup_epochs > 0:
-            warmup = max(1, warmup)
-        per_unit = steps_per_epoch if config.milestone_unit == "epoch" else total
-        return cls(
-            config.schedule,
-            config.lr,
-            total,
-            warmup_steps=min(warmup, total),
-            milestone_steps=[round(m * per_unit) for m in config.milestones],
-            gamma=config.gamma,
-            min_lr=config.min_lr,
-            plateau_patience=config.plateau_patience,
-            plateau_mode=config.plateau_mode,
-        )
 
     def factor(self, step: int) -> float:
         """``lr(step) / lr``."""

@@ -21,8 +21,8 @@ Fig. 2 and Fig. 7 (left): activation variance at initialisation
 
 Fig. 7 (right): SpiralHard convergence with and without kaiming+ (experiment ``awnn-kaiming-plus``)
     One run trains an adaptive ReLU MLP on the outer split of SpiralHard
-    (``hacn_core.data.synthetic_splits("SpiralHard", 0)``: 3500/500/1000) with
-    ``hacn_core.training.fit`` (``fused=False``: the layers resize in place),
+    (``hacn_core.engine.data.synthetic_splits("SpiralHard", 0)``: 3500/500/1000) with
+    ``hacn_core.engine.training.fit`` (``fused=False``: the layers resize in place),
     the loss of Eq. 13 (:func:`hacn_core.awnn.negative_elbo` with ``N = 3500``,
     the training-set size) and a width update after every optimizer step
     (:class:`WidthUpdate`, Algorithm 1 line 5). The paper states for this
@@ -71,11 +71,11 @@ import numpy as np
 import torch
 
 from hacn_core import awnn
-from hacn_core.data import synthetic_splits
-from hacn_core.experiments import Experiment, Link, register
+from hacn_core.engine.data import synthetic_splits
+from hacn_core.engine.registry import Experiment, Link, with_overrides
 from hacn_core.paper_items import item as paper_item
-from hacn_core.results import RunContext, RunResult
-from hacn_core.training import Callback, TrainConfig, TrainState, evaluate, fit
+from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.training import Callback, TrainConfig, TrainState, evaluate, fit
 
 EXPERIMENT_ID = "awnn-kaiming-plus"
 INITS: tuple[str, ...] = ("kaiming_plus", "kaiming")
@@ -141,7 +141,7 @@ def plot_importance(rates: Sequence[float] = (0.02, 0.01, 0.004), k: float = K, 
     (seeded): ``alpha_j = ReLU(w_j x)`` before and ``h_j = alpha_j f(j)`` after the
     rescaling of Eq. 14 (right axis).
     """
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(2, height=3.2)
     ax = axes[0, 0]
@@ -270,7 +270,7 @@ def variance_table(hidden_layers: int = HIDDEN_LAYERS, rate: float = RATE, n_inp
 
 def plot_variances(table):
     """Fig. 2 / Fig. 7 (left): ``Var[alpha^l]`` per layer, measured (markers) and theory (lines)."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(1, height=3.2)
     ax = axes[0, 0]
@@ -368,10 +368,7 @@ def make_config(init: str, seed: int, **overrides: Any) -> dict[str, Any]:
         "record_every": 25,
         "flush_denormal": True,
     }
-    unknown = set(overrides) - set(config)
-    if unknown:
-        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
-    return config | overrides
+    return with_overrides(config, overrides)
 
 
 def paper_configs() -> list[dict[str, Any]]:
@@ -454,22 +451,20 @@ def train_kaiming_plus(config: dict[str, Any], context: RunContext) -> dict[str,
     }
 
 
-register(
-    Experiment(
-        id=EXPERIMENT_ID,
-        title="SpiralHard convergence with kaiming vs kaiming+ (AWNN App. A, Fig. 7 right)",
-        train=train_kaiming_plus,
-        configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
-        setting={
-            "smoke": f"{SMOKE_EPOCHS} epochs, 1 seed per init",
-            "book": f"{BOOK_EPOCHS} of the paper's 5000 epochs, 3 seeds per init, CPU",
-            "paper": "5000 epochs, 10 seeds per init",
-        },
-        # Fig. 7 (right) is a figure without numbers: the ledger row shows the final training
-        # accuracy (%) of the kaiming runs, the number behind "convergence is hard to attain"
-        links=(Link("awnn/fig7-right/spiralhard-kaiming-convergence", "final_train_acc", {"init": "kaiming"},
-                    scale=100.0),),
-    )
+EXPERIMENT = Experiment(
+    id=EXPERIMENT_ID,
+    title="SpiralHard convergence with kaiming vs kaiming+ (AWNN App. A, Fig. 7 right)",
+    train=train_kaiming_plus,
+    configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
+    setting={
+        "smoke": f"{SMOKE_EPOCHS} epochs, 1 seed per init",
+        "book": f"{BOOK_EPOCHS} of the paper's 5000 epochs, 3 seeds per init, CPU",
+        "paper": "5000 epochs, 10 seeds per init",
+    },
+    # Fig. 7 (right) is a figure without numbers: the ledger row shows the final training
+    # accuracy (%) of the kaiming runs, the number behind "convergence is hard to attain"
+    links=(Link("awnn/fig7-right/spiralhard-kaiming-convergence", "final_train_acc", {"init": "kaiming"},
+                scale=100.0),),
 )
 
 
@@ -521,7 +516,7 @@ def summary(results: Sequence[RunResult]):
 def plot_convergence(results: Sequence[RunResult]):
     """Fig. 7 (right): training cross-entropy, test accuracy and total width over epochs, per init
     (mean over seeds with a band of one standard error)."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(3, height=3.0)
     panels = [("train_nll", "training cross-entropy", True), ("test_acc", "test accuracy", False),

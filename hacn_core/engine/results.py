@@ -39,7 +39,7 @@ from typing import Any
 RESULTS_ENV = "HACN_RESULTS"
 ALLOW_TRAIN_ENV = "HACN_ALLOW_TRAIN"
 SCHEMA_VERSION = 1
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ResultError(RuntimeError):
@@ -324,9 +324,9 @@ def begin_training() -> dict[str, Any]:
     """Call right before a training: returns :func:`code_version` (the commit the process
     runs) and resets what the provenance reads from the process (the AWNN node last used),
     so that a stored run records only what it ran itself."""
-    awnn_ext = sys.modules.get("hacn_core.awnn_ext")
-    if awnn_ext is not None:
-        awnn_ext.forget_last_node()
+    fast_cpp = sys.modules.get("hacn_core.awnn.fast_cpp")
+    if fast_cpp is not None:
+        fast_cpp.forget_last_node()
     return code_version()
 
 
@@ -361,9 +361,9 @@ def store_trained(
     }
     if engine is not None:
         provenance["engine"] = dict(engine)
-    awnn_ext = sys.modules.get("hacn_core.awnn_ext")
-    if awnn_ext is not None and awnn_ext.last_node() is not None:
-        provenance["awnn_node"] = awnn_ext.last_node()  # same values either way; the wall time differs
+    fast_cpp = sys.modules.get("hacn_core.awnn.fast_cpp")
+    if fast_cpp is not None and fast_cpp.last_node() is not None:
+        provenance["awnn_node"] = fast_cpp.last_node()  # same values either way; the wall time differs
     result = RunResult(
         experiment=experiment,
         config=config,

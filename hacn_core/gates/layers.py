@@ -4,7 +4,7 @@ A layer ``u = f(x)`` becomes a Gated PlainNet layer ``u = g(k) f(x) + (1 - g(k))
 and a residual layer ``u = f_r(x) + x`` becomes a Gated ResNet layer
 ``u = g(k) f_r(x) + x``, with one scalar ``k`` per layer and ``g = ReLU`` by
 default. The two functions ``gated_plain`` / ``gated_residual`` are the single
-implementation of those rules; ``hacn_core.connectivity`` reuses them for its
+implementation of those rules; ``hacn_core.hacn.connectivity`` reuses them for its
 gated residual rule, and the layer wrappers below call them.
 
 What this module offers
@@ -25,7 +25,7 @@ important than the residual block itself"). ``pre`` is an optional module
 applied before both branches: the shared pre-activation ``BN-ReLU`` of the
 dimension-changing blocks of pre-activation ResNets (He et al., 2016).
 
-Every ``k`` is a 0-d parameter tagged ``hacn_core.roles.tag(k, "gate")``; it is
+Every ``k`` is a 0-d parameter tagged ``hacn_core.engine.roles.tag(k, "gate")``; it is
 initialised to 1 (Sec. 3.2), so a gated model starts as its ungated counterpart.
 Optimizers keep ``gate`` parameters out of weight decay unless the paper's
 "k decay" ablation is asked for; this module only tags.
@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hacn_core.roles import named_parameter_roles, tag
+from hacn_core.engine.roles import named_parameter_roles, tag
 
 GATE_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": F.relu,

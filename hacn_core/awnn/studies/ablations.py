@@ -100,15 +100,16 @@ import torch
 
 from hacn_core import paper_items
 from hacn_core.awnn import ELBOLoss, WidthCallback, quantile_width
-from hacn_core.experiments import ClaimTable, Experiment, Link, register
-from hacn_core.experiments.awnn_adaptive import adam_train_config, build_model, load_splits
-from hacn_core.experiments.awnn_compress import _sig
-from hacn_core.experiments.awnn_tabular import TABLE1_SHAPES
-from hacn_core.experiments.awnn_tabular import TASKS as FIXED_TASKS
-from hacn_core.experiments.awnn_tabular import SplitAccuracy, is_table1_baseline, train_fixed_mlp
-from hacn_core.models.mlp import MLP
-from hacn_core.results import RunContext, RunResult
-from hacn_core.training import fit
+from hacn_core.engine.registry import Experiment, Link, with_overrides
+from hacn_core.engine.tables import ClaimTable
+from hacn_core.awnn.studies.adaptive import adam_train_config, build_model, load_splits
+from hacn_core.awnn.studies.compress import _sig
+from hacn_core.awnn.studies.tabular import TABLE1_SHAPES
+from hacn_core.awnn.studies.tabular import TASKS as FIXED_TASKS
+from hacn_core.awnn.studies.tabular import SplitAccuracy, is_table1_baseline, train_fixed_mlp
+from hacn_core.awnn.baseline import MLP
+from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.training import fit
 
 EXPERIMENT_ID = "awnn-ablations"
 FIXED_PLUS_ID = "awnn-fixed-plus"
@@ -224,10 +225,7 @@ def stability_config(activation: str, batch_size: int, rate_init: float, seed: i
         "epochs": PAPER_EPOCHS,
         "record_every": 10,
     }
-    unknown = set(overrides) - set(config)
-    if unknown:
-        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
-    config |= overrides
+    config = with_overrides(config, overrides)
     check_stability_config(config)
     return config
 
@@ -290,10 +288,7 @@ def fixed_plus_config(dataset: str, width_source: str, seed: int, **overrides: A
         "batch_size": task["batch_size"],
         "epochs": task["epochs"],
     }
-    unknown = set(overrides) - set(config)
-    if unknown:
-        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
-    return config | overrides
+    return with_overrides(config, overrides)
 
 
 def _fixed_plus(seeds: dict[tuple[str, str], Sequence[int]], **overrides: Any) -> list[dict[str, Any]]:
@@ -321,7 +316,7 @@ def fixed_plus_smoke_configs() -> list[dict[str, Any]]:
 
 def build_fixed_plus_model(config: dict[str, Any]) -> MLP:
     """The fixed MLP of a Fixed+ configuration (the one
-    :func:`~hacn_core.experiments.awnn_tabular.train_fixed_mlp` builds)."""
+    :func:`~hacn_core.awnn.studies.tabular.train_fixed_mlp` builds)."""
     return MLP(2, 2, config["width"], config["hidden_layers"], config["activation"])
 
 
@@ -458,7 +453,7 @@ def train_stability(config: dict[str, Any], context: RunContext) -> dict[str, An
 
 
 def train_fixed_plus(config: dict[str, Any], context: RunContext) -> dict[str, Any]:
-    """Train one Fixed+ run: exactly :func:`~hacn_core.experiments.awnn_tabular.train_fixed_mlp`
+    """Train one Fixed+ run: exactly :func:`~hacn_core.awnn.studies.tabular.train_fixed_mlp`
     (the baseline's loop and selection), after checking the width against its source."""
     _check_choice("dataset", config.get("dataset"), FIXED_PLUS_DATASETS)
     _check_choice("width_source", config.get("width_source"), WIDTH_SOURCES)
@@ -506,38 +501,34 @@ def _stability_setting(epochs: int, seeds: Sequence[int], rates: Sequence[float]
             f"for ReLU6/ReLU/LeakyReLU ({n} cells); {epochs} epochs, {len(seeds)} seed(s); CPU; our generators")
 
 
-register(
-    Experiment(
-        id=EXPERIMENT_ID,
-        title="AWNN training stability: learned width vs batch size, starting rate and activation (Figs. 4, 10)",
-        train=train_stability,
-        configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
-        setting={
-            "smoke": f"{SMOKE_EPOCHS} epochs per cell, 27 cells, seed 0",
-            "book": _stability_setting(BOOK_EPOCHS, BOOK_SEEDS, BOOK_RATES),
-            "paper": _stability_setting(PAPER_EPOCHS, PAPER_SEEDS),
-        },
-        links=_stability_links(),
-    )
+EXPERIMENT = Experiment(
+    id=EXPERIMENT_ID,
+    title="AWNN training stability: learned width vs batch size, starting rate and activation (Figs. 4, 10)",
+    train=train_stability,
+    configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
+    setting={
+        "smoke": f"{SMOKE_EPOCHS} epochs per cell, 27 cells, seed 0",
+        "book": _stability_setting(BOOK_EPOCHS, BOOK_SEEDS, BOOK_RATES),
+        "paper": _stability_setting(PAPER_EPOCHS, PAPER_SEEDS),
+    },
+    links=_stability_links(),
 )
 
-register(
-    Experiment(
-        id=FIXED_PLUS_ID,
-        title="Fixed+: the fixed MLP retrained at AWNN's learned width (AWNN App. D)",
-        train=train_fixed_plus,
-        configs={"smoke": fixed_plus_smoke_configs, "book": fixed_plus_book_configs,
-                 "paper": fixed_plus_paper_configs},
-        setting={
-            "smoke": f"{SMOKE_FIXED_PLUS_EPOCHS} epochs, seed 0",
-            "book": ("the paper profile: awnn-tabular-fixed's setting (ReLU, Adam 0.01, batch 128, 1000/5000 epochs) "
-                     "at the paper's and our learned widths per layer, 1 hidden layer and on SpiralHard also 2, "
-                     f"{len(PAPER_SEEDS)} seeds"),
-            "paper": ("awnn-tabular-fixed's setting (ReLU, Adam 0.01, batch 128, 1000/5000 epochs) at the paper's and "
-                      f"our learned widths per layer, 1 hidden layer and on SpiralHard also 2, {len(PAPER_SEEDS)} seeds"),
-        },
-        links=_fixed_plus_links(),
-    )
+FIXED_PLUS = Experiment(
+    id=FIXED_PLUS_ID,
+    title="Fixed+: the fixed MLP retrained at AWNN's learned width (AWNN App. D)",
+    train=train_fixed_plus,
+    configs={"smoke": fixed_plus_smoke_configs, "book": fixed_plus_book_configs,
+             "paper": fixed_plus_paper_configs},
+    setting={
+        "smoke": f"{SMOKE_FIXED_PLUS_EPOCHS} epochs, seed 0",
+        "book": ("the paper profile: awnn-tabular-fixed's setting (ReLU, Adam 0.01, batch 128, 1000/5000 epochs) "
+                 "at the paper's and our learned widths per layer, 1 hidden layer and on SpiralHard also 2, "
+                 f"{len(PAPER_SEEDS)} seeds"),
+        "paper": ("awnn-tabular-fixed's setting (ReLU, Adam 0.01, batch 128, 1000/5000 epochs) at the paper's and "
+                  f"our learned widths per layer, 1 hidden layer and on SpiralHard also 2, {len(PAPER_SEEDS)} seeds"),
+    },
+    links=_fixed_plus_links(),
 )
 
 
@@ -603,7 +594,7 @@ def width_at_steps(results: Sequence[RunResult], steps: Sequence[int] = STEP_MAR
     """
     import pandas as pd
 
-    from hacn_core.training import steps_per_epoch
+    from hacn_core.engine.training import steps_per_epoch
 
     rows = []
     for r in sorted(results, key=lambda r: (ACTIVATIONS.index(r.config["activation"]), r.config["batch_size"],
@@ -917,7 +908,7 @@ def plot_long_runs(long: Sequence[RunResult], short: Sequence[RunResult] = ()):
     sizes, right: starting rates), with the short runs of the same cells dashed on top."""
     import seaborn as sns
 
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     acts = [a for a in ACTIVATIONS if any(r.config["activation"] == a for r in long)]
     fig, axes = plots.figure(ncols=2, nrows=max(1, len(acts)), height=2.4, sharex=True, sharey=True)
@@ -952,7 +943,7 @@ def _plot_sweep(ax, results: Sequence[RunResult], sweep: str, activations: Seque
 
     values = sweep_values(sweep)
     colours = dict(zip(values, sns.color_palette("viridis", len(values))))
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     for v in values:
         runs = [r for r in results if r.config["activation"] in activations and in_sweep(r.config, sweep)
@@ -971,7 +962,7 @@ def plot_fig4(results: Sequence[RunResult]):
     three activations and seeds ("averaged across the different configurations", Sec. 5.2).
     Right: one curve per starting rate (batch 128), ReLU6 (the caption's bounded non-linearity).
     Bands: one standard error."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, height=3.0)
     _plot_sweep(axes[0, 0], results, "batch_size", ACTIVATIONS, "batch size")
@@ -984,7 +975,7 @@ def plot_fig4(results: Sequence[RunResult]):
 def plot_fig10(results: Sequence[RunResult]):
     """Fig. 10: the same two sweeps organised by activation (rows: ReLU6, ReLU, LeakyReLU;
     left: batch sizes, right: starting rates), total width over epochs, log scale."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, nrows=len(ACTIVATIONS), height=2.4, sharex=True, sharey=True)
     for i, act in enumerate(ACTIVATIONS):
@@ -1004,7 +995,7 @@ def plot_fig10(results: Sequence[RunResult]):
 def plot_accuracy(results: Sequence[RunResult]):
     """Test accuracy over epochs per cell (thin lines), one panel per activation: does every cell
     also learn the task?"""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=3, height=2.4, sharey=True)
     for ax, act in zip(axes[0], ACTIVATIONS):

@@ -4,7 +4,7 @@ What one run is
     One :class:`~hacn_core.awnn.AdaptiveMLP` (``2 -> D_1 [-> D_2] -> 2``) trained on
     DoubleMoon, Spiral or SpiralHard with the negative ELBO of Eq. 13
     (:class:`~hacn_core.awnn.ELBOLoss`, ``N`` = the true training-set size) by the
-    book's trainer (:func:`hacn_core.training.fit`, Adam, ``fused=False``), the width
+    book's trainer (:func:`hacn_core.engine.training.fit`, Adam, ``fused=False``), the width
     updated after every optimizer step (:class:`~hacn_core.awnn.WidthCallback`,
     Algorithm 1). Stored per run: test accuracy at the epoch with the best validation
     accuracy (the protocol of ``awnn-tabular-fixed``: same splits, same selection),
@@ -45,7 +45,7 @@ The diagnosis study (``study="diagnosis"``, Spiral only)
     two turns, radius 4 pi, noise 0.3; our own sampler) with both arms.
 
 Data
-    The shared splits ``hacn_core.data.synthetic_splits(name, data_seed=0)`` of the
+    The shared splits ``hacn_core.engine.data.synthetic_splits(name, data_seed=0)`` of the
     fixed baseline. These generators are our own. The paper's supplement has its
     code (the public code's generator): its points are 10 to 12.6 times larger
     (moons of radius 10, spirals of radius 4 pi), its Spiral has two turns and its
@@ -75,11 +75,11 @@ import torch
 
 from hacn_core import paper_items
 from hacn_core.awnn import AdaptiveMLP, AWNNConfig, ELBOLoss, WidthCallback, quantile_width
-from hacn_core.data import SYNTHETIC, stratified_split, synthetic_splits
-from hacn_core.experiments import Experiment, Link, register
-from hacn_core.experiments.awnn_tabular import SplitAccuracy, is_table1_baseline
-from hacn_core.results import RunContext, RunResult
-from hacn_core.training import TrainConfig, fit
+from hacn_core.engine.data import SYNTHETIC, stratified_split, synthetic_splits
+from hacn_core.engine.registry import Experiment, Link, with_overrides
+from hacn_core.awnn.studies.tabular import SplitAccuracy, is_table1_baseline
+from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.training import TrainConfig, fit
 
 EXPERIMENT_ID = "awnn-tabular-adaptive"
 FIXED_ID = "awnn-tabular-fixed"
@@ -125,10 +125,7 @@ def _config(dataset: str, seed: int, importance_norm: str = "none", **overrides:
         "batch_size": task["batch_size"],
         "epochs": task["epochs"],
     }
-    unknown = set(overrides) - set(config)
-    if unknown:
-        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
-    return config | overrides
+    return with_overrides(config, overrides)
 
 
 # One factor at a time away from the ``none`` arm on Spiral (label -> overrides).
@@ -214,9 +211,9 @@ def public_geometry_spiral(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     2,500 points (Table 2), one arm per class, two turns, radius ``4 pi`` and
     Gaussian noise of std 0.3, where our shared Spiral has 1.5 turns, radius 1 and
     noise 0.02. Only the geometry is taken over (two turns, radius and noise, read
-    off the public code); the sampling is ``hacn_core.data``'s.
+    off the public code); the sampling is ``hacn_core.engine.data``'s.
     """
-    from hacn_core.data import spiral_arms
+    from hacn_core.engine.data import spiral_arms
 
     rng = np.random.default_rng(seed)
     x, y = spiral_arms(SYNTHETIC["Spiral"].n_samples // 2, rng, arms_per_class=1, turns=2.0,
@@ -322,19 +319,17 @@ def _links() -> tuple[Link, ...]:
     return tuple(links)
 
 
-register(
-    Experiment(
-        id=EXPERIMENT_ID,
-        title="AWNN on DoubleMoon, Spiral, SpiralHard (AWNN Table 1, adaptive rows; Fig. 3)",
-        train=train_adaptive_mlp,
-        configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
-        setting={
-            "smoke": "3 epochs, 2 seeds, 3 diagnosis runs",
-            "book": "the paper profile: paper's budget (500/1000/5000 epochs), 10 seeds, both arms; diagnosis on Spiral",
-            "paper": "paper's budget (500/1000/5000 epochs), 10 seeds, both arms; diagnosis on Spiral",
-        },
-        links=_links(),
-    )
+EXPERIMENT = Experiment(
+    id=EXPERIMENT_ID,
+    title="AWNN on DoubleMoon, Spiral, SpiralHard (AWNN Table 1, adaptive rows; Fig. 3)",
+    train=train_adaptive_mlp,
+    configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
+    setting={
+        "smoke": "3 epochs, 2 seeds, 3 diagnosis runs",
+        "book": "the paper profile: paper's budget (500/1000/5000 epochs), 10 seeds, both arms; diagnosis on Spiral",
+        "paper": "paper's budget (500/1000/5000 epochs), 10 seeds, both arms; diagnosis on Spiral",
+    },
+    links=_links(),
 )
 
 
@@ -526,7 +521,7 @@ def cost_table(results: Sequence[RunResult]):
 
 def plot_datasets(data_seed: int = 0):
     """Fig. 8: the three tasks (all splits), coloured by class; and the public geometry of Spiral."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=4, height=2.4)
     for ax, d in zip(axes[0], DATASETS):
@@ -553,7 +548,7 @@ def plot_width_and_accuracy(results: Sequence[RunResult], fixed: Sequence[RunRes
     """
     import seaborn as sns
 
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, height=3.0)
     colours = dict(zip(DATASETS, sns.color_palette(plots.PALETTE)))
@@ -583,7 +578,7 @@ def plot_width_and_accuracy(results: Sequence[RunResult], fixed: Sequence[RunRes
 
 def plot_elbo(results: Sequence[RunResult], seed: int = 0):
     """The terms of Eq. 13 per epoch (epoch means) for one seed per dataset, Eq. 14 arm."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=3, height=2.6)
     for ax, d in zip(axes[0], DATASETS):

@@ -62,7 +62,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from hacn_core.optim import (
+from hacn_core.engine.optim import (
     DEFAULT_NO_DECAY_ROLES,
     FUSED_OPTIMIZERS,
     MILESTONE_UNITS,
@@ -72,7 +72,7 @@ from hacn_core.optim import (
     LRSchedule,
     build_optimizer,
 )
-from hacn_core.roles import ROLES, TAGGED_ROLES, named_parameter_roles
+from hacn_core.engine.roles import ROLES, TAGGED_ROLES, named_parameter_roles
 
 __all__ = [
     "PRECISIONS",
@@ -170,7 +170,7 @@ class TrainConfig:
     epochs: int
     batch_size: int
     lr: float
-    # optimizer (hacn_core.optim)
+    # optimizer (hacn_core.engine.optim)
     optimizer: str = "adamw"
     weight_decay: float = 0.0
     momentum: float = 0.9  # sgd only
@@ -405,6 +405,34 @@ class Callback:
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def optimizer_for(model: nn.Module, config: TrainConfig, device_type: str = "cpu") -> torch.optim.Optimizer:
+    """The optimizer ``config`` names, over ``model``'s parameter groups by role."""
+    return build_optimizer(model, config.optimizer, lr=config.lr, weight_decay=config.weight_decay,
+                           no_decay_roles=config.no_decay_roles, betas=config.betas, eps=config.eps,
+                           momentum=config.momentum, nesterov=config.nesterov, fused=config.fused,
+                           device_type=device_type)
+
+
+def schedule_for(config: TrainConfig, steps_per_epoch: int) -> LRSchedule:
+    """The learning-rate schedule of ``config``: its epochs and fractions of training become steps."""
+    total = config.epochs * steps_per_epoch
+    warmup = round(config.warmup_epochs * steps_per_epoch)
+    if config.warmup_epochs > 0:
+        warmup = max(1, warmup)
+    per_unit = steps_per_epoch if config.milestone_unit == "epoch" else total
+    return LRSchedule(
+        config.schedule,
+        config.lr,
+        total,
+        warmup_steps=min(warmup, total),
+        milestone_steps=[round(m * per_unit) for m in config.milestones],
+        gamma=config.gamma,
+        min_lr=config.min_lr,
+        plateau_patience=config.plateau_patience,
+        plateau_mode=config.plateau_mode,
+    )
 
 
 def resolve_device(spec: str = "auto", local_rank: int | None = None) -> torch.device:
@@ -849,8 +877,8 @@ class _Run:
             # model first: the optimizer must be built over the parameters the
             # checkpoint describes (a module may resize them on load)
             self.model.load_state_dict(ckpt["model"])
-        self.optimizer = build_optimizer(self.model, cfg, self.device.type)
-        self.schedule = LRSchedule.from_config(cfg, self.S)
+        self.optimizer = optimizer_for(self.model, cfg, self.device.type)
+        self.schedule = schedule_for(cfg, self.S)
         self.scaler = torch.amp.GradScaler(self.device.type) if self.autocast == torch.float16 else None
         self.optimizer.zero_grad(set_to_none=True)
         if ckpt is not None:

@@ -1,7 +1,7 @@
 """Residual gates on MNIST: Tables 1-2 and Figs. 4-5 of Savarese et al., Section 3.1.
 
 What one run is
-    One fully connected network (``hacn_core.models.gated_mlp.mnist_fc``: a
+    One fully connected network (``hacn_core.models.fc.mnist_fc``: a
     linear layer of 50 units, ``d`` middle layers of width 50, a softmax layer)
     of one kind (``plain``, ``resnet``, ``gated_plain``, ``gated_resnet``) and
     one depth ``d`` in {2, 10, 20, 50, 100}, trained on MNIST with pixels divided
@@ -66,12 +66,14 @@ import numpy as np
 import torch
 
 from hacn_core import gates
-from hacn_core.data import image_tensors
-from hacn_core.experiments import ClaimTable, Experiment, Link, cell_means, register
-from hacn_core.models.gated_mlp import KINDS, mnist_fc
+from hacn_core.engine.data import image_tensors
+from hacn_core.engine.registry import Experiment, Link, with_overrides
+from hacn_core.engine.stats import cell_means
+from hacn_core.engine.tables import ClaimTable
+from hacn_core.models.fc import KINDS, mnist_fc
 from hacn_core.models.stacked_fc import StackedFCNet
-from hacn_core.results import RunContext, RunResult
-from hacn_core.training import (
+from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.training import (
     Callback,
     TrainConfig,
     TrainState,
@@ -182,10 +184,7 @@ def make_config(kind: str, depth: int, seed: int, **overrides: Any) -> dict[str,
         "removal_orders": RANDOM_REMOVAL_ORDERS,
         "seed": seed,
     }
-    unknown = set(overrides) - set(config)
-    if unknown:
-        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
-    return config | overrides
+    return with_overrides(config, overrides)
 
 
 def paper_configs() -> list[dict[str, Any]]:
@@ -760,7 +759,7 @@ _KIND_STYLE = {"plain": {"color": "C0", "linestyle": "--"}, "gated_plain": {"col
 
 def plot_training_loss(results: Sequence[RunResult]):
     """Fig. 4: training loss per epoch, one panel per depth, one line per kind (mean over seeds)."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     depths = sorted({r.config["depth"] for r in results})
     fig, axes = plots.figure(ncols=min(len(depths), 3), nrows=-(-len(depths) // 3), height=2.6,
@@ -786,7 +785,7 @@ def plot_training_loss(results: Sequence[RunResult]):
 
 def plot_mean_k(results: Sequence[RunResult]):
     """Mean ``k`` against epochs (Table 2 is its last point), one panel per gated kind, one line per depth."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, height=2.8)
     for ax, kind in zip(axes[0], GATED_KINDS):
@@ -806,7 +805,7 @@ def plot_mean_k(results: Sequence[RunResult]):
 
 def plot_long_runs(runs: Sequence[RunResult]):
     """Training loss, test error and mean ``k`` per epoch of runs at the paper's full budget (one line each)."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=3, height=2.8)
     for r in sorted(runs, key=lambda r: (r.config["depth"], r.config["kind"], r.seed)):
@@ -825,7 +824,7 @@ def plot_long_runs(runs: Sequence[RunResult]):
 
 def plot_removal(results: Sequence[RunResult]):
     """Fig. 5: final ``k`` per block (left) and accuracy vs removed layers (right), deepest residual nets."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     with_removal = [r for r in results if r.config.get("removal")]
     if not with_removal:
@@ -858,41 +857,39 @@ def plot_removal(results: Sequence[RunResult]):
     return fig
 
 
-register(
-    Experiment(
-        id=EXPERIMENT_ID,
-        title="Residual gates on MNIST: plain / ResNet / gated, d = 2..100 (Residual Gates Tables 1-2, Figs. 4-5)",
-        train=train_gates_mnist,
-        train_stacked=train_gates_mnist_stacked,
-        stack_key=stack_key,
-        configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
-        setting={
-            "smoke": "d in {2, 10}, 2 epochs on 4,000 MNIST images, seed 0",
-            "book": f"paper's setting but {BOOK_EPOCHS} of 100 epochs, seed 0",
-            "paper": "MNIST, NAdam lr 0.002, batch 128, 100 epochs, seeds 0-2",
-        },
-        links=(
-            tuple(
-                Link(table1_item(k, d), "test_error", {"kind": k, "depth": d}, scale=100.0,
-                     tolerance=TABLE1_TOLERANCE)
-                for d in DEPTHS
-                for k in KINDS
-            )
-            + tuple(
-                Link(table2_item(k, d), "mean_k", {"kind": k, "depth": d},
-                     tolerance=round(TABLE2_RELATIVE_TOLERANCE * PAPER_TABLE2[d][k], 4))
-                for d in DEPTHS
-                for k in GATED_KINDS
-            )
-            + (
-                Link("gates/fig4/mnist-train-loss", "train_loss", {"kind": "gated_resnet", "depth": 100}),
-                Link("gates/fig5-left/k-per-block", "k_middle_dip", {"kind": "gated_resnet", "depth": 100}),
-                Link("gates/fig5-right/layer-removal", "acc_half_removed_greedy",
-                     {"kind": "gated_resnet", "depth": 100}, scale=100.0),
-                # "retains over 90% of its performance": a lower bound, so no tolerance (status "run")
-                Link("gates/fig5-right/retained-performance-half-removed", "retained_half_removed_random",
-                     {"kind": "gated_resnet", "depth": 100}, scale=100.0),
-            )
-        ),
-    )
+EXPERIMENT = Experiment(
+    id=EXPERIMENT_ID,
+    title="Residual gates on MNIST: plain / ResNet / gated, d = 2..100 (Residual Gates Tables 1-2, Figs. 4-5)",
+    train=train_gates_mnist,
+    train_stacked=train_gates_mnist_stacked,
+    stack_key=stack_key,
+    configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
+    setting={
+        "smoke": "d in {2, 10}, 2 epochs on 4,000 MNIST images, seed 0",
+        "book": f"paper's setting but {BOOK_EPOCHS} of 100 epochs, seed 0",
+        "paper": "MNIST, NAdam lr 0.002, batch 128, 100 epochs, seeds 0-2",
+    },
+    links=(
+        tuple(
+            Link(table1_item(k, d), "test_error", {"kind": k, "depth": d}, scale=100.0,
+                 tolerance=TABLE1_TOLERANCE)
+            for d in DEPTHS
+            for k in KINDS
+        )
+        + tuple(
+            Link(table2_item(k, d), "mean_k", {"kind": k, "depth": d},
+                 tolerance=round(TABLE2_RELATIVE_TOLERANCE * PAPER_TABLE2[d][k], 4))
+            for d in DEPTHS
+            for k in GATED_KINDS
+        )
+        + (
+            Link("gates/fig4/mnist-train-loss", "train_loss", {"kind": "gated_resnet", "depth": 100}),
+            Link("gates/fig5-left/k-per-block", "k_middle_dip", {"kind": "gated_resnet", "depth": 100}),
+            Link("gates/fig5-right/layer-removal", "acc_half_removed_greedy",
+                 {"kind": "gated_resnet", "depth": 100}, scale=100.0),
+            # "retains over 90% of its performance": a lower bound, so no tolerance (status "run")
+            Link("gates/fig5-right/retained-performance-half-removed", "retained_half_removed_random",
+                 {"kind": "gated_resnet", "depth": 100}, scale=100.0),
+        )
+    ),
 )

@@ -1,18 +1,17 @@
-"""The registry of runnable experiments.
+"""Experiments: what a study trains, at which sizes, and what it reproduces.
 
 An :class:`Experiment` is a training function plus, for each scale profile
-(``hacn_core.profiles``), the list of run configurations it stands for (one per
-seed and setting), and the paper items (``hacn_core.paper_items``) its metrics
-reproduce. Everything goes through :func:`hacn_core.results.run_or_load`, so a
-notebook that asks for an experiment gets the stored result when there is one.
+(:mod:`hacn_core.engine.profiles`), the list of run configurations it stands for
+(one per seed and setting), and the :class:`Link` s from its metrics to the paper
+items of the ledger. Every run goes through :func:`hacn_core.engine.results.run_or_load`,
+so a notebook that asks for an experiment gets the stored result when there is one.
 
-Experiment modules register themselves on import; :func:`registry` imports them
-all. Run one from the shell with ``python -m hacn_core run <id> --profile book``.
+The engine knows no experiment by name: each paper package's ``studies`` define
+them, and :mod:`hacn_core.catalog` maps every id to its study module.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 import time
@@ -22,8 +21,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from hacn_core.profiles import PROFILES, check_profile
-from hacn_core.results import (
+from hacn_core.engine.profiles import PROFILES, check_profile
+from hacn_core.engine.results import (
     ResultsStore,
     RunResult,
     TrainFn,
@@ -34,19 +33,28 @@ from hacn_core.results import (
     training_allowed,
 )
 
-# Modules that define experiments; each calls ``register`` at import time.
-EXPERIMENT_MODULES: tuple[str, ...] = (
-    "hacn_core.experiments.awnn_tabular",
-    "hacn_core.experiments.exact_checks",
-    "hacn_core.experiments.gates_mnist",
-    "hacn_core.experiments.awnn_init",
-    "hacn_core.experiments.awnn_adaptive",
-    "hacn_core.experiments.hacn_mixer",
-    "hacn_core.experiments.gates_cifar",
-    "hacn_core.experiments.awnn_compress",
-    "hacn_core.experiments.awnn_ablations",
-    "hacn_core.experiments.awnn_cost",
-)
+
+def with_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with ``overrides`` applied; an override of a key ``config`` lacks is refused by name.
+
+    Every study builds its run configurations through this, so a misspelt key
+    fails at once instead of training a configuration nobody asked for.
+    """
+    unknown = set(overrides) - set(config)
+    if unknown:
+        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
+    return dict(config) | dict(overrides)
+
+
+def matches(config: Mapping[str, Any], where: Mapping[str, Any] | None) -> bool:
+    """True when every entry of ``where`` equals the same entry of ``config`` (a missing entry never matches)."""
+    return all(k in config and config[k] == v for k, v in (where or {}).items())
+
+
+def select(results: Sequence[RunResult], where: Mapping[str, Any] | None = None, **equal: Any) -> list[RunResult]:
+    """The runs of ``results`` whose configuration matches ``where`` and the keyword entries."""
+    wanted = {**(where or {}), **equal}
+    return [r for r in results if matches(r.config, wanted)]
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,11 @@ class Experiment:
     train_stacked: Callable[[list[dict[str, Any]], Any, bool], list[Mapping[str, Any]]] | None = None
     stack_key: Callable[[dict[str, Any]], Any] | None = None
 
+    def __post_init__(self) -> None:
+        unknown = set(self.configs) - set(PROFILES)
+        if unknown:
+            raise ValueError(f"experiment {self.id!r}: unknown profiles {sorted(unknown)}; allowed: {PROFILES}")
+
     def runs(self, profile: str) -> list[dict[str, Any]]:
         """The run configurations of this experiment at ``profile``."""
         profile = check_profile(profile)
@@ -99,38 +112,8 @@ class Experiment:
         return frozenset(config_hash(c) for c in self.runs("paper"))
 
 
-_REGISTRY: dict[str, Experiment] = {}
-
-
-def register(experiment: Experiment) -> Experiment:
-    """Add ``experiment`` to the registry (ids are unique)."""
-    if experiment.id in _REGISTRY and _REGISTRY[experiment.id] is not experiment:
-        raise ValueError(f"experiment id {experiment.id!r} is registered twice")
-    unknown = set(experiment.configs) - set(PROFILES)
-    if unknown:
-        raise ValueError(f"experiment {experiment.id!r}: unknown profiles {sorted(unknown)}; allowed: {PROFILES}")
-    _REGISTRY[experiment.id] = experiment
-    return experiment
-
-
-def registry() -> dict[str, Experiment]:
-    """Every registered experiment, by id."""
-    for module in EXPERIMENT_MODULES:
-        importlib.import_module(module)
-    return dict(sorted(_REGISTRY.items()))
-
-
-def get(experiment_id: str) -> Experiment:
-    """The experiment named ``experiment_id``; the error lists the known ids."""
-    experiments = registry()
-    try:
-        return experiments[experiment_id]
-    except KeyError:
-        raise KeyError(f"unknown experiment {experiment_id!r}; known: {', '.join(experiments)}") from None
-
-
-def run(
-    experiment_id: str,
+def run_experiment(
+    experiment: Experiment,
     profile: str,
     *,
     store: ResultsStore | None = None,
@@ -145,13 +128,12 @@ def run(
     ``stacked`` trains the missing ones with the experiment's stacked engine
     (``Experiment.train_stacked``), many runs per process, before loading all.
     """
-    experiment = get(experiment_id)
-    configs = [c for c in experiment.runs(profile) if all(c.get(k) == v for k, v in (where or {}).items())]
+    configs = [c for c in experiment.runs(profile) if matches(c, where)]
     if stacked:
         _train_stacked(experiment, configs, store or ResultsStore(), profile, allow_train, progress)
     results = []
     quiet = not progress or os.environ.get("HACN_QUIET") == "1" or len(configs) < 2
-    for config in tqdm(configs, desc=experiment_id, disable=quiet, leave=False):
+    for config in tqdm(configs, desc=experiment.id, disable=quiet, leave=False):
         results.append(
             run_or_load(
                 experiment.id,
@@ -190,47 +172,24 @@ def _train_stacked(experiment: Experiment, configs: Sequence[dict[str, Any]], st
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
-def stored(
-    experiment_id: str, profile: str, *, store: ResultsStore | None = None, where: Mapping[str, Any] | None = None
+def stored_runs(
+    experiment: Experiment, profile: str, *, store: ResultsStore | None = None, where: Mapping[str, Any] | None = None
 ) -> list[RunResult]:
     """The runs of ``profile`` (matching ``where``) that are already stored; never trains.
 
     For chapters that show part of a long profile (e.g. the paper-setting runs
     that exist so far) next to the profile they render.
     """
-    experiment = get(experiment_id)
     store = store or ResultsStore()
-    configs = [c for c in experiment.runs(profile) if all(c.get(k) == v for k, v in (where or {}).items())]
+    configs = [c for c in experiment.runs(profile) if matches(c, where)]
     return [r for r in (store.load(experiment.id, c) for c in configs) if r is not None]
 
 
-def cell_means(results: Sequence[RunResult], metric: str, keys: Sequence[str]) -> dict[tuple, float]:
-    """Mean of ``metric`` over the runs of each cell, a cell being the values of ``keys`` in the config.
-
-    Runs without ``metric`` are skipped (e.g. ``mean_k`` of ungated networks).
-    """
-    values: dict[tuple, list[float]] = {}
-    for r in results:
-        if metric in r.metrics:
-            values.setdefault(tuple(r.config[k] for k in keys), []).append(float(r.metrics[metric]))
-    return {cell: sum(v) / len(v) for cell, v in values.items()}
-
-
-class ClaimTable:
-    """Rows of a chapter's "the paper's claims, checked on our runs" table.
-
-    ``add(claim, source, evidence, holds)`` records one claim: where the paper
-    makes it, our evidence, and whether it holds (``None`` when the runs cannot
-    tell); ``frame()`` is the DataFrame the notebook shows.
-    """
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-
-    def add(self, claim: str, source: str, evidence: str, holds: bool | None) -> None:
-        self.rows.append({"claim": claim, "paper": source, "ours": evidence, "holds": holds})
-
-    def frame(self):
-        import pandas as pd
-
-        return pd.DataFrame.from_records(self.rows, columns=["claim", "paper", "ours", "holds"])
+def by_id(*experiments: Experiment) -> dict[str, Experiment]:
+    """The experiments keyed by id, in the given order; an id given twice is refused."""
+    table: dict[str, Experiment] = {}
+    for experiment in experiments:
+        if experiment.id in table:
+            raise ValueError(f"experiment id {experiment.id!r} is registered twice")
+        table[experiment.id] = experiment
+    return table

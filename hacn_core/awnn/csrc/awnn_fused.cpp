@@ -27,7 +27,7 @@ using torch::autograd::variable_list;
 
 namespace {
 
-// same codes as hacn_core.awnn_ext.ACTIVATION_CODES
+// same codes as hacn_core.awnn.fast_cpp.ACTIVATION_CODES
 enum Activation : int64_t { kRelu = 0, kLeakyRelu = 1, kRelu6 = 2, kTanh = 3 };
 
 Tensor activation_(Tensor z, int64_t activation, double slope) {
@@ -305,7 +305,7 @@ Tensor block(const Tensor& store, int64_t r0, int64_t r1, int64_t c0, int64_t c1
   return store.as_strided({store.size(0), r1 - r0, c1 - c0}, {s0, s1, s2}, r0 * s1 + c0 * s2);
 }
 
-// The tensor work of AdaptiveLinear._resize and _relink (hacn_core/awnn.py), the same ops in
+// The tensor work of AdaptiveLinear._resize and _relink (hacn_core/awnn/model.py), the same ops in
 // the same order (so the same random draws): rows o1..o2 (new neurons) and columns c1..c2
 // (new inputs) that lie inside the never-active rectangle [0, r_hw) x [0, c_hw) are drawn
 // from N(0, w_std^2) (biases from N(0, b_std^2)) and their optimizer state is zeroed; then

@@ -46,7 +46,7 @@ Two arms (``importance_norm``), as in chapter 2
     ``ceil(ln 10 / 0.05) = 47`` neurons per layer, so whether the prior shrinks or
     grows the network depends on which side of 47 the run stands at epoch 1000.
 
-Data: the shared splits of chapter 2 (``hacn_core.data.synthetic_splits``, our own
+Data: the shared splits of chapter 2 (``hacn_core.engine.data.synthetic_splits``, our own
 generators, radius 1), ``N`` = the true training-set size.
 
 Profiles
@@ -79,11 +79,11 @@ from hacn_core.awnn import (
     WidthCallback,
     truncate,
 )
-from hacn_core.experiments import Experiment, Link, register
-from hacn_core.experiments.awnn_adaptive import ARMS, adam_train_config, build_model, load_splits
-from hacn_core.experiments.awnn_tabular import SplitAccuracy
-from hacn_core.results import RunContext, RunResult
-from hacn_core.training import evaluate, fit
+from hacn_core.engine.registry import Experiment, Link, with_overrides
+from hacn_core.awnn.studies.adaptive import ARMS, adam_train_config, build_model, load_splits
+from hacn_core.awnn.studies.tabular import SplitAccuracy
+from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.training import evaluate, fit
 
 EXPERIMENT_ID = "awnn-compress"
 STUDIES: tuple[str, ...] = ("anneal", "truncate")
@@ -130,10 +130,7 @@ def _config(study: str, seed: int, importance_norm: str = "none", rate_prior: st
         "batch_size": 128,
         "epochs": ANNEAL_EPOCHS if anneal else TRUNCATE_EPOCHS,
     }
-    unknown = set(overrides) - set(config)
-    if unknown:
-        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
-    return config | overrides
+    return with_overrides(config, overrides)
 
 
 def check_config(config: dict[str, Any]) -> None:
@@ -363,19 +360,17 @@ def _setting(anneal_seeds: Sequence[int], truncate_seeds: Sequence[int]) -> str:
             f"truncation, {len(truncate_seeds)} seeds; both importance arms; CPU; our generators (radius 1)")
 
 
-register(
-    Experiment(
-        id=EXPERIMENT_ID,
-        title="AWNN compression during training (annealed rate prior, Fig. 5) and after it (truncation, Fig. 6)",
-        train=train_compress,
-        configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
-        setting={
-            "smoke": "6 epochs with the prior over epochs 2-5 (SpiralHard), 3 epochs (Spiral), seed 0",
-            "book": _setting(BOOK_ANNEAL_SEEDS, BOOK_TRUNCATE_SEEDS),
-            "paper": _setting(PAPER_SEEDS, PAPER_SEEDS),
-        },
-        links=_links(),
-    )
+EXPERIMENT = Experiment(
+    id=EXPERIMENT_ID,
+    title="AWNN compression during training (annealed rate prior, Fig. 5) and after it (truncation, Fig. 6)",
+    train=train_compress,
+    configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
+    setting={
+        "smoke": "6 epochs with the prior over epochs 2-5 (SpiralHard), 3 epochs (Spiral), seed 0",
+        "book": _setting(BOOK_ANNEAL_SEEDS, BOOK_TRUNCATE_SEEDS),
+        "paper": _setting(PAPER_SEEDS, PAPER_SEEDS),
+    },
+    links=_links(),
 )
 
 
@@ -497,7 +492,7 @@ def plot_anneal(results: Sequence[RunResult]):
     paper's ~800 at the start and ~300 at the end."""
     import seaborn as sns
 
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=3, height=2.8)
     colours = dict(zip(ARMS, sns.color_palette(plots.PALETTE)))
@@ -539,7 +534,7 @@ def plot_truncation(results: Sequence[RunResult], seed: int | None = None):
     ``|h_j|`` (dots) and its exponential fit (line), log scale."""
     import seaborn as sns
 
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, height=3.0)
     colours = dict(zip(ARMS, sns.color_palette(plots.PALETTE)))

@@ -104,7 +104,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hacn_core.gates import GATE_FUNCTIONS, gated_plain, gated_residual
-from hacn_core.roles import tag
+from hacn_core.engine.roles import tag
 
 # ---------------------------------------------------------------------------
 # Names and validation

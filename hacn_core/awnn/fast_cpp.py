@@ -6,7 +6,7 @@ the same order, so the two give the same values and gradients bit for bit
 (``tests/test_awnn_ext.py``):
 
 * ``python``: :class:`hacn_core.awnn._AdaptiveMLPFunction`, readable, always there;
-* ``cpp``: ``hacn_core/csrc/awnn_fused.cpp``, compiled on first use by
+* ``cpp``: ``hacn_core/awnn/csrc/awnn_fused.cpp``, compiled on first use by
   :func:`torch.utils.cpp_extension.load` (a C++ compiler and ninja are needed; about
   35 s once on a 2-core machine, then cached under ``$TORCH_EXTENSIONS_DIR``, by
   default ``~/.cache/torch_extensions``). It removes the Python interpreter from the

@@ -1,7 +1,7 @@
 """H-ACN MLP-Mixer studies (H-ACN Sec. 3.1 and 4, Appendix B; Figs. 2, 5-7, Tables 2-3).
 
 One experiment, ``hacn-mixer``, trains MLP-Mixers that differ only in how their
-layers are joined (``hacn_core.connectivity`` rules) and measures, per run:
+layers are joined (``hacn_core.hacn.connectivity`` rules) and measures, per run:
 
 * the final test accuracy and the layer-wise test accuracy of every exit from one
   forward pass (Fig. 2a, Fig. 7);
@@ -56,8 +56,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from hacn_core import plots
-from hacn_core.connectivity import (
+from hacn_core.engine import plots
+from hacn_core.hacn.connectivity import (
     RULES,
     AlphaInit,
     convergence_distance,
@@ -65,16 +65,16 @@ from hacn_core.connectivity import (
     pairwise_pearson,
     total_connectivity_strength,
 )
-from hacn_core.data import image_tensors
-from hacn_core.experiments import Experiment, Link, register
+from hacn_core.engine.data import image_tensors
+from hacn_core.engine.registry import Experiment, Link
 from hacn_core.models.mixer import DenseMixer, DenseMixerConfig, MixerConfig, MLPMixer, num_parameters
-from hacn_core.results import RunContext, RunResult
-from hacn_core.training import TrainConfig, fit
+from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.training import TrainConfig, fit
 
 EXPERIMENT_ID = "hacn-mixer"
 DATASETS: tuple[str, ...] = ("FashionMNIST", "CIFAR10")
 ARCHS: tuple[str, ...] = ("mixer", "dense_mixer")
-#: the rules this experiment compares (all from ``hacn_core.connectivity``)
+#: the rules this experiment compares (all from ``hacn_core.hacn.connectivity``)
 STUDY_RULES: tuple[str, ...] = ("resnet", "acn", "hacn", "hacn_code_mixer", "denseformer", "rezero", "laurel")
 WEIGHTED_RULES: tuple[str, ...] = ("hacn", "hacn_code_mixer")  # rules with Eq. 2 weights a_i
 TABLE2_MUS: tuple[float, ...] = (0.25, 0.75, 1.0)
@@ -368,35 +368,33 @@ def train_hacn_mixer(config: dict[str, Any], context: RunContext) -> dict[str, A
     return {"metrics": metrics, "curves": curves, "device": out.device}
 
 
-register(
-    Experiment(
-        id=EXPERIMENT_ID,
-        title="H-ACN MLP-Mixer: ResNet / ACN / H-ACN and scaled residuals (H-ACN Figs. 2, 5-7, Tables 2-3)",
-        train=train_hacn_mixer,
-        configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
-        setting={
-            "smoke": "2-layer Mixer, 2,000 Fashion-MNIST images, 1 epoch, seed 0",
-            "book": "16-layer Mixer scaled to d 32 / patch 7 on 20,000 Fashion-MNIST images, 6 epochs "
-                    "(2-class: equal steps), AdamW cosine, seeds 0-2",
-            "paper": "Appendix A Mixer on CIFAR-10 (and CIFAR-2), AdamW lr 1e-3 cosine, batch 64, 300 epochs, seeds 0-2",
-        },
-        links=(
-            tuple(Link(f"hacn/table2/mixer-mu{mu:g}", "test_accuracy",
-                       {"arch": "mixer", "rule": "hacn", "alpha_mu": mu, "num_classes": 10}, scale=100.0,
-                       tolerance=1.0) for mu in TABLE2_MUS)
-            + (
-                Link("hacn/table3/cifar10-gamma", "gamma", {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10},
-                     tolerance=0.05),
-                Link("hacn/table3/cifar2-gamma", "gamma", {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 2},
-                     tolerance=0.05),
-                Link("hacn/fig7/extra-parameters", "extra_parameters",
-                     {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10}, tolerance=0.0),
-                Link("hacn/fig2a/layerwise-accuracy", "first_half_exit_accuracy",
-                     {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10}, scale=100.0),
-                Link("hacn/fig6b/gamma-evolution", "gamma_max", {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10}),
-            )
-        ),
-    )
+EXPERIMENT = Experiment(
+    id=EXPERIMENT_ID,
+    title="H-ACN MLP-Mixer: ResNet / ACN / H-ACN and scaled residuals (H-ACN Figs. 2, 5-7, Tables 2-3)",
+    train=train_hacn_mixer,
+    configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
+    setting={
+        "smoke": "2-layer Mixer, 2,000 Fashion-MNIST images, 1 epoch, seed 0",
+        "book": "16-layer Mixer scaled to d 32 / patch 7 on 20,000 Fashion-MNIST images, 6 epochs "
+                "(2-class: equal steps), AdamW cosine, seeds 0-2",
+        "paper": "Appendix A Mixer on CIFAR-10 (and CIFAR-2), AdamW lr 1e-3 cosine, batch 64, 300 epochs, seeds 0-2",
+    },
+    links=(
+        tuple(Link(f"hacn/table2/mixer-mu{mu:g}", "test_accuracy",
+                   {"arch": "mixer", "rule": "hacn", "alpha_mu": mu, "num_classes": 10}, scale=100.0,
+                   tolerance=1.0) for mu in TABLE2_MUS)
+        + (
+            Link("hacn/table3/cifar10-gamma", "gamma", {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10},
+                 tolerance=0.05),
+            Link("hacn/table3/cifar2-gamma", "gamma", {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 2},
+                 tolerance=0.05),
+            Link("hacn/fig7/extra-parameters", "extra_parameters",
+                 {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10}, tolerance=0.0),
+            Link("hacn/fig2a/layerwise-accuracy", "first_half_exit_accuracy",
+                 {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10}, scale=100.0),
+            Link("hacn/fig6b/gamma-evolution", "gamma_max", {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10}),
+        )
+    ),
 )
 
 
@@ -484,18 +482,16 @@ def measure_step_costs(config: dict[str, Any], context: RunContext) -> dict[str,
             "device": str(device)}
 
 
-register(
-    Experiment(
-        id=COST_ID,
-        title="H-ACN Mixer: step time, activation memory and parameters of every residual rule, side by side",
-        train=measure_step_costs,
-        configs={p: (lambda p=p: [cost_config(p)]) for p in ("smoke", "book", "paper")},
-        setting={
-            "smoke": "2-layer Mixer, 3 x 2 timed steps per architecture",
-            "book": "the book's 16-layer d-32 Mixer, batch 128, 9 repeats x 5 steps, one CPU thread",
-            "paper": "Appendix A's Mixer, batch 64, 9 repeats x 5 steps (on a GPU when there is one)",
-        },
-    )
+COST = Experiment(
+    id=COST_ID,
+    title="H-ACN Mixer: step time, activation memory and parameters of every residual rule, side by side",
+    train=measure_step_costs,
+    configs={p: (lambda p=p: [cost_config(p)]) for p in ("smoke", "book", "paper")},
+    setting={
+        "smoke": "2-layer Mixer, 3 x 2 timed steps per architecture",
+        "book": "the book's 16-layer d-32 Mixer, batch 128, 9 repeats x 5 steps, one CPU thread",
+        "paper": "Appendix A's Mixer, batch 64, 9 repeats x 5 steps (on a GPU when there is one)",
+    },
 )
 
 
@@ -510,7 +506,7 @@ def select(results: Sequence[RunResult], *, arch: str = "mixer", **where: Any) -
 
 def _est(values: Sequence[float], scale: float = 1.0, digits: int = 1) -> str:
     """``mean ± 95% CI half-width (n)`` of ``values`` times ``scale``."""
-    from hacn_core.ledger import estimate
+    from hacn_core.engine.stats import estimate
 
     values = [scale * v for v in values if v is not None]
     if not values:

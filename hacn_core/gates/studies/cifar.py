@@ -1,7 +1,7 @@
 """Residual gates on CIFAR: Tables 3-6 and Figs. 6-7 of Savarese et al., Section 3.2.
 
 What one run is
-    One pre-activation (wide) ResNet (``hacn_core.models.resnet_cifar``) in one
+    One pre-activation (wide) ResNet (``hacn_core.models.resnet``) in one
     ``variant``: ``original`` (``u = f_r(x) + x``), ``gated`` (``u = g(k) f_r(x)
     + x``, one ``k`` per block, no weight decay on ``k``) or ``gated_kdecay``
     (the same with weight decay also on ``k``: the paper's "k decay", Table 3),
@@ -35,7 +35,7 @@ The paper's setting (Sec. 3.2), and how each point is read here
       magnitude of the weight decay" to ``k``. Other parameters: the reference
       Torch codes of both recipes decay every parameter (BatchNorm gains and
       biases included), so ``decay_norm_bias=True``; the trainer's default would
-      keep them out (``hacn_core.optim.DEFAULT_NO_DECAY_ROLES``).
+      keep them out (``hacn_core.engine.optim.DEFAULT_NO_DECAY_ROLES``).
     * Shortcuts: 1x1 projection where a block changes dimension (the WRN
       reference design; ``shortcut`` in the configuration). The paper's
       ResNet-5 "adds 15 parameters" by gating either way.
@@ -71,12 +71,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hacn_core import gates
-from hacn_core.data import image_tensors
-from hacn_core.experiments import ClaimTable, Experiment, Link, cell_means, register
-from hacn_core.models.resnet_cifar import ResNetCifar, ResNetCifarConfig
+from hacn_core.engine.data import image_tensors
+from hacn_core.engine.registry import Experiment, Link, with_overrides
+from hacn_core.engine.stats import cell_means
+from hacn_core.engine.tables import ClaimTable
+from hacn_core.models.resnet import ResNetCifar, ResNetCifarConfig
 from hacn_core.paper_items import item as paper_item
-from hacn_core.results import RunContext, RunResult
-from hacn_core.training import Callback, TrainConfig, TrainState, evaluate, fit
+from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.training import Callback, TrainConfig, TrainState, evaluate, fit
 
 EXPERIMENT_ID = "gates-cifar"
 VARIANTS: tuple[str, ...] = ("original", "gated", "gated_kdecay")
@@ -254,7 +256,7 @@ def dataset_tensors(dataset: str, train: bool) -> tuple[Tensor, Tensor]:
 
     ``FashionMNIST32`` is Fashion-MNIST (28x28) padded with 2 black pixels on
     every side to CIFAR's 32x32, one channel (the book's offline analogue).
-    CIFAR is downloaded when missing and allowed (``hacn_core.data``).
+    CIFAR is downloaded when missing and allowed (``hacn_core.engine.data``).
     """
     if dataset not in DATASETS:
         raise ValueError(f"dataset={dataset!r} is not supported; allowed: {', '.join(DATASETS)}")
@@ -332,10 +334,7 @@ def make_config(dataset: str, model: str, variant: str, seed: int, **overrides: 
         "precision": "auto",
         "seed": seed,
     }
-    unknown = set(overrides) - set(config)
-    if unknown:
-        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
-    config |= overrides
+    config = with_overrides(config, overrides)
     check_config(config)
     return config
 
@@ -741,7 +740,7 @@ def plot_k_per_block(results: Sequence[RunResult], variants: Sequence[str] = ("g
     Grey bands mark the blocks that change the feature-map dimension (the
     paper's blocks 1, 5, 9 of WRN (4,10)).
     """
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     nets = [(d, m) for d, m in _models(results)
             if any(r.config["variant"] != "original" for r in results if (r.config["dataset"], r.config["model"]) == (d, m))]
@@ -779,7 +778,7 @@ def plot_k_per_block(results: Sequence[RunResult], variants: Sequence[str] = ("g
 def plot_curves(results: Sequence[RunResult], variants: Sequence[str] = ("original", "gated")):
     """Fig. 7 analogue: per network, training error (dashed) and test error (solid) per epoch, and the
     training loss below, one colour per variant (mean over seeds with a band)."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     nets = _models(results)
     fig, axes = plots.figure(ncols=len(nets), nrows=2, height=2.6, sharex="col")
@@ -829,19 +828,17 @@ def _links() -> tuple[Link, ...]:
     return tuple(links)
 
 
-register(
-    Experiment(
-        id=EXPERIMENT_ID,
-        title="Residual gates on CIFAR: (wide) ResNets original / gated / k decay (Residual Gates Tables 3-6, "
-              "Figs. 6-7)",
-        train=train_gates_cifar,
-        configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
-        setting={
-            "smoke": f"mini WRN on {SMOKE_TRAIN_SUBSET} Fashion-MNIST images (32x32), {SMOKE_EPOCHS} epochs, seed 0",
-            "book": (f"scaled analogue: mini WRN (2 blocks/stage, widths 8/16/32) on {BOOK_TRAIN_SUBSET} "
-                     f"Fashion-MNIST images padded to 32x32, WRN recipe, {BOOK_EPOCHS} epochs, seeds 0-1"),
-            "paper": "CIFAR-10/100, ResNet-32 (164 ep) and WRNs (200 ep), SGD Nesterov, batch 128, seeds 0-2",
-        },
-        links=_links(),
-    )
+EXPERIMENT = Experiment(
+    id=EXPERIMENT_ID,
+    title="Residual gates on CIFAR: (wide) ResNets original / gated / k decay (Residual Gates Tables 3-6, "
+          "Figs. 6-7)",
+    train=train_gates_cifar,
+    configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
+    setting={
+        "smoke": f"mini WRN on {SMOKE_TRAIN_SUBSET} Fashion-MNIST images (32x32), {SMOKE_EPOCHS} epochs, seed 0",
+        "book": (f"scaled analogue: mini WRN (2 blocks/stage, widths 8/16/32) on {BOOK_TRAIN_SUBSET} "
+                 f"Fashion-MNIST images padded to 32x32, WRN recipe, {BOOK_EPOCHS} epochs, seeds 0-1"),
+        "paper": "CIFAR-10/100, ResNet-32 (164 ep) and WRNs (200 ep), SGD Nesterov, batch 128, seeds 0-2",
+    },
+    links=_links(),
 )

@@ -8,7 +8,7 @@ change of load on the machine hits all of them alike:
 
 * ``awnn``   : :class:`hacn_core.awnn.AdaptiveMLP` (capacity stores, optimizer state
   kept), loss :func:`hacn_core.awnn.negative_elbo` without priors, with its fused node
-  in C++ (:mod:`hacn_core.awnn_ext`; ``metrics["node"]`` says which node ran);
+  in C++ (:mod:`hacn_core.awnn.fast_cpp`; ``metrics["node"]`` says which node ran);
 * ``python`` : the same AWNN, the same training run, in blocks of steps run with the
   Python node instead (same values bit for bit), so ``python/awnn`` is what the C++
   node saves (config ``python_node``; only when the C++ node is built);
@@ -53,11 +53,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hacn_core import awnn_ext
+from hacn_core.awnn import fast_cpp
 from hacn_core.awnn import AdaptiveMLP, negative_elbo, quantile_width
-from hacn_core.data import synthetic_splits
-from hacn_core.experiments import Experiment, Link, register
-from hacn_core.results import RunContext, RunResult
+from hacn_core.engine.data import synthetic_splits
+from hacn_core.engine.registry import Experiment, Link
+from hacn_core.engine.results import RunContext, RunResult
 
 EXPERIMENT_ID = "awnn-step-cost"
 PHASES = ("adapting", "steady")
@@ -279,7 +279,7 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
 
         return time_block(step)[0]
 
-    node = awnn_ext.active_backend()  # the node of the "awnn" blocks (and of "static")
+    node = fast_cpp.active_backend()  # the node of the "awnn" blocks (and of "static")
     python_blocks = config.get("python_node", False) and node == "cpp"
     keys = ("awnn_s", "python_s", "fixed_s", "static_s", "update_width_s", "awnn_wall_ratio", "total_width",
             "naive_s", "naive_fixed_s", "naive_wall_ratio", "naive_total_width")
@@ -292,7 +292,7 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
     try:
         for rep in range(reps):
             if python_blocks and rep % 2 == 1:  # alternate which node's block comes first
-                with awnn_ext.use_backend("python"):
+                with fast_cpp.use_backend("python"):
                     curves["python_s"].append(time_block(awnn_step)[0])
             update_time[0] = 0.0
             cpu, wall, seen = time_block(awnn_step)
@@ -300,7 +300,7 @@ def measure_step_costs(config: dict[str, Any], context: RunContext | None = None
             changes += sum(a != b for a, b in zip(seen, seen[1:]))
             widths = mean_widths(seen)
             if python_blocks and rep % 2 == 0:
-                with awnn_ext.use_backend("python"):
+                with fast_cpp.use_backend("python"):
                     curves["python_s"].append(time_block(awnn_step)[0])
             if rep % 2 == 0:
                 (fcpu, fwall), scpu = time_fixed(widths), time_static(widths)
@@ -460,7 +460,7 @@ def ratio_by_width(results: RunResult | Sequence[RunResult], edges: Sequence[int
 def plot_ratio_vs_width(results: RunResult | Sequence[RunResult]):
     """Per-repetition ``awnn/fixed``, ``static/fixed`` and (if timed) the Python node's ratio
     against the total width (several runs pooled), with the target."""
-    from hacn_core import plots
+    from hacn_core.engine import plots
 
     runs = [results] if isinstance(results, RunResult) else list(results)
     ratio, width, naive_width = _pooled(runs)
@@ -486,20 +486,18 @@ def plot_ratio_vs_width(results: RunResult | Sequence[RunResult]):
     return fig
 
 
-register(
-    Experiment(
-        id=EXPERIMENT_ID,
-        title="AWNN: CPU time per training step against a fixed MLP and a naive rebuild, side by side",
-        train=measure_step_costs,
-        configs={p: (lambda p=p: step_cost_configs(p)) for p in _SIZES},
-        setting={
-            "smoke": "SpiralHard, 2 adaptive layers, batch 128, 2 repetitions x 3 steps",
-            "book": "SpiralHard, 2 adaptive layers from 231 neurons, batch 128, one CPU thread, 40 repetitions x 25 steps; "
-                    "the adapting phase for 5 seeds",
-            "paper": "as the book: the measurement has no reduced setting",
-        },
-        # the paper's "up to 10x" is a bound for its own naive code: our naive variant's ratio
-        # is shown beside it ("run"), never called reproduced
-        links=(Link("awnn/sec3.3/training-overhead", "naive/fixed", {"phase": "adapting"}),),
-    )
+EXPERIMENT = Experiment(
+    id=EXPERIMENT_ID,
+    title="AWNN: CPU time per training step against a fixed MLP and a naive rebuild, side by side",
+    train=measure_step_costs,
+    configs={p: (lambda p=p: step_cost_configs(p)) for p in _SIZES},
+    setting={
+        "smoke": "SpiralHard, 2 adaptive layers, batch 128, 2 repetitions x 3 steps",
+        "book": "SpiralHard, 2 adaptive layers from 231 neurons, batch 128, one CPU thread, 40 repetitions x 25 steps; "
+                "the adapting phase for 5 seeds",
+        "paper": "as the book: the measurement has no reduced setting",
+    },
+    # the paper's "up to 10x" is a bound for its own naive code: our naive variant's ratio
+    # is shown beside it ("run"), never called reproduced
+    links=(Link("awnn/sec3.3/training-overhead", "naive/fixed", {"phase": "adapting"}),),
 )

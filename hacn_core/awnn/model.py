@@ -65,13 +65,13 @@ place. Consequences:
 The MLP itself runs as one autograd node with a hand-written backward
 (:class:`_AdaptiveMLPFunction`, checked against plain autograd in the tests), as
 the per-op bookkeeping of autograd dominates the small MLPs of the paper. The
-same node also exists in C++ (``hacn_core/csrc/awnn_fused.cpp``, same ops in the
-same order, equal bit for bit), compiled on first use; :mod:`hacn_core.awnn_ext`
+same node also exists in C++ (``hacn_core/awnn/csrc/awnn_fused.cpp``, same ops in the
+same order, equal bit for bit), compiled on first use; :mod:`hacn_core.awnn.fast_cpp`
 chooses between the two (``$HACN_AWNN_BACKEND``: ``auto``, ``cpp``, ``python``).
 ``benchmarks/bench_awnn.py`` measures the per-step cost against a fixed MLP.
 
 Pass the optimizer to :meth:`AdaptiveMLP.update_width` (or attach it once with
-:meth:`AdaptiveMLP.attach_optimizer`); with :func:`hacn_core.training.fit`, pass an
+:meth:`AdaptiveMLP.attach_optimizer`); with :func:`hacn_core.engine.training.fit`, pass an
 :class:`ELBOLoss` as ``loss_fn`` and a :class:`WidthCallback`, which does both and
 logs widths, rates and the ELBO terms per epoch.
 
@@ -94,9 +94,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hacn_core import awnn_ext
-from hacn_core.roles import tag
-from hacn_core.training import Callback, TrainState
+from hacn_core.awnn import fast_cpp
+from hacn_core.engine.roles import tag
+from hacn_core.engine.training import Callback, TrainState
 
 ACTIVATIONS: tuple[str, ...] = ("relu", "leaky_relu", "relu6", "tanh")
 INITS: tuple[str, ...] = ("kaiming_plus", "kaiming")
@@ -507,7 +507,7 @@ class AdaptiveLinear(nn.Module):
         common case (linked store, state already adopted, block fits) is written inline: plain
         ``__dict__`` reads and writes instead of ``nn.Module`` attribute hooks, one call less
         per helper. The tensor work - and with it every number - is that of the helpers; with
-        ``ext`` (the C++ module of :mod:`hacn_core.awnn_ext`) it runs as one call of
+        ``ext`` (the C++ module of :mod:`hacn_core.awnn.fast_cpp`) it runs as one call of
         ``resize_layer``, the same ops in the same order."""
         d = self.__dict__
         p = self._parameters["rho"]
@@ -782,7 +782,7 @@ class AWNNConfig:
     training (``normal``: the paper's standard normal, Sec. 3; ``kaiming_plus``: the
     kaiming+ std of the current importances, zero bias). ``max_width`` optionally caps
     every width (the paper's width is unbounded). ``fused`` selects the one-node
-    forward/backward (default; in C++ or in Python, :mod:`hacn_core.awnn_ext`) or plain
+    forward/backward (default; in C++ or in Python, :mod:`hacn_core.awnn.fast_cpp`) or plain
     autograd ops (same values; slower).
     ``capacity_growth`` is the factor by which the stores grow; after ``pack_after``
     steps without a width change the layers drop their spare columns so that the
@@ -1004,7 +1004,7 @@ class AdaptiveMLP(nn.Module):
             cache = d["_spec_cache"] = (pos, {})
         norms = self.norm_widths()
         spec = (positions, cfg.activation, float(cfg.negative_slope), cfg.bias, norms)
-        args = (list(positions), [0 if m is None else m for m in norms], awnn_ext.ACTIVATION_CODES[cfg.activation],
+        args = (list(positions), [0 if m is None else m for m in norms], fast_cpp.ACTIVATION_CODES[cfg.activation],
                 float(cfg.negative_slope), cfg.bias)
         entry = cache[1][key] = (spec, args)
         return entry
@@ -1065,7 +1065,7 @@ class AdaptiveMLP(nn.Module):
         if optimizer is None:
             optimizer = self._optimizer_ref()
         cfg = self.config
-        ext = awnn_ext.module()  # resize in C++ where the fused node runs there (same draws, same values)
+        ext = fast_cpp.module()  # resize in C++ where the fused node runs there (same draws, same values)
         normal = cfg.grow_init == "normal"
         n = len(widths)
         fan_in = cfg.in_dim
@@ -1132,10 +1132,10 @@ class AdaptiveMLP(nn.Module):
         x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
         rhos = [lin._parameters["rho"] for lin in self.layers._modules.values()]
         raw = self._parameters["raw_rate"]
-        ext = awnn_ext.module()
+        ext = fast_cpp.module()
         if ext is None:
             out = _AdaptiveMLPFunction.apply(x2, raw, self._fused_spec(), *rhos)
-        else:  # the same node in C++ (hacn_core/csrc/awnn_fused.cpp): same values, no interpreter per op
+        else:  # the same node in C++ (hacn_core/awnn/csrc/awnn_fused.cpp): same values, no interpreter per op
             out = ext.adaptive_mlp(x2, raw, rhos, *self._specs()[1])
         return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
 
@@ -1408,7 +1408,7 @@ ELBO_TERMS: tuple[str, ...] = ("total", "predictive", "weight_prior", "width_pri
 
 
 class ELBOLoss:
-    """Eq. 13 as a ``loss_fn`` for :func:`hacn_core.training.fit` (Algorithm 1, line 7).
+    """Eq. 13 as a ``loss_fn`` for :func:`hacn_core.engine.training.fit` (Algorithm 1, line 7).
 
     ``ELBOLoss(model, n_train, sigma_theta=..., rate_prior=...)(output, target)``
     returns ``negative_elbo(...).total`` with ``N = n_train`` (pass the true
@@ -1456,7 +1456,7 @@ class ELBOLoss:
 
 
 class WidthCallback(Callback):
-    """Algorithm 1's ``update_width`` inside :func:`hacn_core.training.fit`, with logging.
+    """Algorithm 1's ``update_width`` inside :func:`hacn_core.engine.training.fit`, with logging.
 
     * ``on_train_begin``: attaches the optimizer to every :class:`AdaptiveMLP` of the
       model, so that resizes keep its state in sync;

@@ -13,12 +13,13 @@ from typing import Any
 import torch
 
 from hacn_core.awnn import quantile_width
-from hacn_core.connectivity import total_connectivity_strength
-from hacn_core.data import load_tudataset, synthetic_dataset
-from hacn_core.experiments import Experiment, Link, awnn_init, register
+from hacn_core.hacn.connectivity import total_connectivity_strength
+from hacn_core.engine.data import load_tudataset, synthetic_dataset
+from hacn_core.engine.registry import Experiment, Link
+from hacn_core.awnn.studies import init as awnn_init
 from hacn_core.models.mixer import MixerConfig, MLPMixer, num_parameters
-from hacn_core.models.resnet_cifar import preact_resnet, wide_resnet
-from hacn_core.results import RunContext
+from hacn_core.models.resnet import preact_resnet, wide_resnet
+from hacn_core.engine.results import RunContext
 
 
 #: AWNN's starting rates: tabular (App. C.1), images (App. C.2), Multi30k (App. C.3)
@@ -91,13 +92,11 @@ _LINKS = (
     ("awnn/fig7-left/activation-variance", "awnn_kaiming_variance_ratio_l5_l1", None),
 )
 
-register(
-    Experiment(
-        id="exact-checks",
-        title="Numbers that follow from definitions: connectivity strengths, parameter counts, dataset sizes",
-        train=compute_exact_items,
-        configs={"smoke": _configs, "book": _configs, "paper": _configs},
-        setting={p: "exact computation from the library (CIFAR-sized models, offline NCI1)" for p in ("smoke", "book", "paper")},
-        links=tuple(Link(item, metric, tolerance=tol) for item, metric, tol in _LINKS),
-    )
+EXPERIMENT = Experiment(
+    id="exact-checks",
+    title="Numbers that follow from definitions: connectivity strengths, parameter counts, dataset sizes",
+    train=compute_exact_items,
+    configs={"smoke": _configs, "book": _configs, "paper": _configs},
+    setting={p: "exact computation from the library (CIFAR-sized models, offline NCI1)" for p in ("smoke", "book", "paper")},
+    links=tuple(Link(item, metric, tolerance=tol) for item, metric, tol in _LINKS),
 )

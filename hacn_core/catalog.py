@@ -1,0 +1,70 @@
+"""Every experiment of the book, by id, and the module that defines it.
+
+Read the table below to follow an experiment id to its code: each study module
+defines its :class:`~hacn_core.engine.registry.Experiment` (the setting, the
+per-profile configurations, the train function and the links to the ledger);
+its report module beside it holds the tables, claims and plots a chapter shows.
+
+Run one from the shell with ``python -m hacn_core run <id> --profile book``, or
+from a notebook with :func:`run`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hacn_core import exact_checks
+from hacn_core.awnn.studies import ablations, adaptive, compress, cost, init, tabular
+from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
+from hacn_core.engine.results import ResultsStore, RunResult
+from hacn_core.gates.studies import cifar, mnist
+from hacn_core.hacn.studies import mixer
+
+#: experiment id -> experiment, in the order of the book's parts
+EXPERIMENTS: dict[str, Experiment] = by_id(
+    # H-ACN (hacn_core/hacn/studies/)
+    mixer.EXPERIMENT,  # hacn-mixer: Mixer rules, Tables 2-3, Figs. 2, 5, 7
+    mixer.COST,  # hacn-mixer-cost: time and memory per step of each rule
+    # AWNN (hacn_core/awnn/studies/)
+    tabular.EXPERIMENT,  # awnn-tabular-fixed: Table 1's fixed MLPs and Table 3's grid
+    adaptive.EXPERIMENT,  # awnn-tabular-adaptive: Table 1's AWNN rows, Figs. 3 and 8
+    init.EXPERIMENT,  # awnn-kaiming-plus: Figs. 1, 2 and 7: the width and kaiming+
+    compress.EXPERIMENT,  # awnn-compress: truncation and annealing, Figs. 5-6
+    ablations.EXPERIMENT,  # awnn-ablations: batch size, activation, starting rate, Figs. 4 and 10
+    ablations.FIXED_PLUS,  # awnn-fixed-plus: App. D's fixed MLP at the learned width
+    cost.EXPERIMENT,  # awnn-step-cost: Sec. 3.3's cost of a training step
+    # Residual Gates (hacn_core/gates/studies/)
+    mnist.EXPERIMENT,  # gates-mnist: Sec. 3.1, Tables 1-2, Figs. 4-5
+    cifar.EXPERIMENT,  # gates-cifar: Sec. 3.2, Tables 3-6, Figs. 6-7
+    # all three papers (hacn_core/exact_checks.py)
+    exact_checks.EXPERIMENT,  # exact-checks: numbers that follow from definitions
+)
+
+
+def registry() -> dict[str, Experiment]:
+    """Every experiment, by id (sorted)."""
+    return dict(sorted(EXPERIMENTS.items()))
+
+
+def get(experiment_id: str) -> Experiment:
+    """The experiment named ``experiment_id``; the error lists the known ids."""
+    try:
+        return EXPERIMENTS[experiment_id]
+    except KeyError:
+        raise KeyError(f"unknown experiment {experiment_id!r}; known: {', '.join(sorted(EXPERIMENTS))}") from None
+
+
+def run(experiment_id: str, profile: str, **options: Any) -> list[RunResult]:
+    """Run (or load) every configuration of experiment ``experiment_id`` at ``profile``.
+
+    The options are :func:`hacn_core.engine.registry.run_experiment`'s (``store``,
+    ``where``, ``allow_train``, ``progress``, ``stacked``).
+    """
+    return run_experiment(get(experiment_id), profile, **options)
+
+
+def stored(experiment_id: str, profile: str, *, store: ResultsStore | None = None,
+           where: Mapping[str, Any] | None = None) -> list[RunResult]:
+    """The runs of ``profile`` (matching ``where``) already stored; never trains."""
+    return stored_runs(get(experiment_id), profile, store=store, where=where)

@@ -1,0 +1,12 @@
+"""The paper-agnostic engine every study runs on.
+
+- ``training``  the training loop (:func:`fit`), its :class:`TrainConfig`, callbacks, checkpoints
+- ``optim``     optimizers, parameter groups by role, learning-rate schedules (plain arguments)
+- ``roles``     parameter roles (gate, mixing weight, rate, ...) that optimizers and reports read
+- ``data``      the data root, offline-aware loaders and the synthetic tabular tasks
+- ``results``   the results store (one JSON file per run) and ``run_or_load``
+- ``profiles``  smoke / book / paper scale presets
+- ``registry``  :class:`Experiment` and :class:`Link`, running and selecting an experiment's runs
+- ``stats``     means with confidence intervals, cell means
+- ``tables``, ``plots``  what a chapter shows: the claims table and the house plotting style
+"""

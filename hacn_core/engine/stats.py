@@ -1,0 +1,55 @@
+"""Statistics the chapters and the ledger share: a mean with its confidence interval, cell means.
+
+Our value of a paper item is the mean over the stored runs (one per seed) with
+the half-width of a Student-t 95% confidence interval; one run has no interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hacn_core.engine.results import RunResult
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Mean of ``n`` values with the half-width of its 95% confidence interval."""
+
+    mean: float
+    half_width: float
+    n: int
+
+    def __str__(self) -> str:
+        if self.n == 1 or not math.isfinite(self.half_width):
+            return f"{self.mean:.4g}"
+        return f"{self.mean:.4g} ± {self.half_width:.2g}"
+
+
+def estimate(values: Sequence[float], confidence: float = 0.95) -> Estimate:
+    """Mean and Student-t confidence half-width of ``values`` (``nan`` width for one value)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("values must not be empty")
+    if x.size == 1:
+        return Estimate(float(x[0]), float("nan"), 1)
+    from scipy import stats
+
+    sem = x.std(ddof=1) / math.sqrt(x.size)
+    t = stats.t.ppf(0.5 + confidence / 2, df=x.size - 1)
+    return Estimate(float(x.mean()), float(t * sem), int(x.size))
+
+
+def cell_means(results: Sequence[RunResult], metric: str, keys: Sequence[str]) -> dict[tuple, float]:
+    """Mean of ``metric`` over the runs of each cell, a cell being the values of ``keys`` in the config.
+
+    Runs without ``metric`` are skipped (e.g. ``mean_k`` of ungated networks).
+    """
+    values: dict[tuple, list[float]] = {}
+    for r in results:
+        if metric in r.metrics:
+            values.setdefault(tuple(r.config[k] for k in keys), []).append(float(r.metrics[metric]))
+    return {cell: sum(v) / len(v) for cell, v in values.items()}
