@@ -17,7 +17,7 @@ training efficiency" (H-ACN Sec. 3, Appendix B) on Appendix A's MLP-Mixer
    same batch its cost ratio is bounded by ``(L+1)/2`` (8.5x for L = 16): the
    10x target is out of reach for a 16-layer network by construction and is
    printed against that bound. The public ACN code evaluates truncated
-   networks with test batch size 1 (``PLAN.md``); that protocol is timed too.
+   networks with test batch size 1; that protocol is timed too.
 
 Timing: ``torch.set_num_threads(1)`` on CPU, the contestants interleaved
 (A B A B ...) one call at a time over several rounds after warm-up, median time

@@ -7,21 +7,21 @@ paper it sits and where in this project it can be checked. It is pure Python
 
 Coverage, per paper (ids start with ``hacn/``, ``awnn/`` or ``gates/``):
 
-- **H-ACN** (anonymous submission, ``papers/hybrid-acn.md``): Eqs. 1-5 and 7,
+- **H-ACN** (Hybrid Auto-Compressing Networks, anonymous submission): Eqs. 1-5 and 7,
   Alg. 1, Figs. 1-9, every cell of Tables 1-3, 6 and 7, the parameter count of
   Table 4, the numbers the text quotes for Figs. 3-4 and Sec. 4, and, from the
-  *second* transcript only (a later version with Appendices H-I), Table 8 and
+  later version of the paper only (the one with Appendices H-I), Table 8 and
   Fig. 10.
-- **AWNN** (Errica et al., ``papers/adaptive-width-nn.md``): Eqs. 11-15 and
+- **AWNN** (Errica et al., Adaptive Width Neural Networks): Eqs. 11-15 and
   19-20, Figs. 1-11, every cell of Table 1 (accuracy and total width, fixed and
   AWNN, as separate items), the sample counts of Table 2, Tables 3-5 (settings),
   the "Fixed+" table of App. D and the numbers the text quotes for Figs. 5-6.
-- **Residual Gates** (Savarese et al., ``papers/residual-gates.md``): the
+- **Residual Gates** (Savarese et al., Residual Gates): the
   gated-layer rules of Sec. 2, Figs. 1-7 and every cell of Tables 1-6.
 
 Figures get ``paper_value=None`` and a ``note`` that states the claim they
 show, which a run can check. Numbers are transcribed exactly as printed; where
-a transcript garbles a table the note says which transcript was used.
+the paper's two versions differ the note says which one was used.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class PaperItem:
     ``paper_value`` is the number exactly as the paper prints it, ``None`` for a
     figure or a claim the paper gives no number for; ``paper_std`` is the spread
     printed next to it (``±`` or the parenthesised std). ``where`` says where it
-    can run in this project (from PLAN.md's map), ``source`` where it is in the
+    can run in this project (data, hardware, budget), ``source`` where it is in the
     paper.
     """
 
@@ -102,7 +102,7 @@ class PaperItem:
 
 
 # --------------------------------------------------------------------------- #
-# Where each item can run here (PLAN.md, "Every table and figure").
+# Where each item can run here: the data it needs, the hardware, the budget.
 # --------------------------------------------------------------------------- #
 W_EXACT = "CPU, exact"
 W_HACN_MIXER = "download (CIFAR-10); offline analogue on Fashion-MNIST"
@@ -152,7 +152,7 @@ def _hacn() -> list[PaperItem]:
         ("eq1", "Eq. 1", "acn-resnet-common-output",
          "ACN and ResNet forward rules with a common output sum",
          "ACN: x_i = f_i(x_{i-1}); ResNet: x_i = f_i(x_{i-1}) + x_{i-1}; both output y = sum_{i=0..L} f_i(x_{i-1}) "
-         "with f_0 = x_0 (the second transcript writes y = x_0 + sum_{i=1..L} f_i(x_{i-1}), the same sum). "
+         "with f_0 = x_0 (the later version writes y = x_0 + sum_{i=1..L} f_i(x_{i-1}), the same sum). "
          "Check: a ResNet's final residual stream equals that sum."),
         ("eq2", "Eq. 2", "hybrid-forward-rule",
          "H-ACN forward rule x_i = f_i(x_{i-1}) + a_i x_{i-1}, y = sum_i f_i(x_{i-1})",
@@ -267,7 +267,7 @@ def _hacn() -> list[PaperItem]:
                       higher_is_better=True, paper_setting=S_GPT + "; zero-shot", where=W_HACN_GPT,
                       source="Sec. 3.4, text on 'Table 4c' (Fig. 4, right)",
                       note="Only the average is given in the text; the per-task bars are not transcribed in "
-                           "either transcript."))
+                           "either version."))
     for p, res, res_sd, h, h_sd in [("0", 29.16, None, 29.12, None), ("0.01", 27.55, 0.15, 27.95, 0.20),
                                     ("0.03", 26.10, 0.22, 27.00, 0.18)]:
         for arch, label, v, sd in [("res", "Res", res, res_sd), ("hacn", "H-ACN", h, h_sd)]:
@@ -275,7 +275,7 @@ def _hacn() -> list[PaperItem]:
                           f"zero-shot HellaSwag accuracy (%) of {label} under character noise p = {p}", v, sd,
                           unit="%", higher_is_better=True, paper_setting=S_GPT + "; insert/delete/swap noise",
                           where=W_HACN_GPT, source="Sec. 3.4, Table 1",
-                          note="The text points to 'Fig. 1' for this result; it is Table 1. Both transcripts agree."))
+                          note="The text points to 'Fig. 1' for this result; it is Table 1. Both versions agree."))
 
     # ---- Table 2, Figs. 5-6: initialisation and dynamics ------------------
     for mu, v in [("0.25", 90.2), ("0.75", 89.7), ("1", 88.7)]:
@@ -283,7 +283,7 @@ def _hacn() -> list[PaperItem]:
                       f"best final CIFAR-10 accuracy (%) of the H-ACN Mixer, alpha ~ N({mu}, 0.005)", v, unit="%",
                       higher_is_better=True, paper_setting=S_MIXER.replace("N(0.25, 0.005)", f"N({mu}, 0.005)"),
                       where=W_HACN_MIXER, source="Sec. 4, Table 2",
-                      note="The first transcript runs the mu labels onto one line; the second transcript has one "
+                      note="The first version runs the mu labels onto one line; the later version has one "
                            "row per mu and the same values."))
     add(PaperItem("hacn/fig5/gamma-vs-init-mean", P, "Fig. 5", "Gamma over training for alpha ~ N(mu, 0.005)", None,
                   paper_setting=S_MIXER, where=W_HACN_MIXER, source="Sec. 4, Fig. 5",
@@ -362,7 +362,7 @@ def _hacn() -> list[PaperItem]:
                   note="Modules form sequentially (the first two first, then the last); the structure is largely "
                        "set by 50-60% of training."))
 
-    # ---- second transcript only: App. H (Table 8) and App. I (Fig. 10) ----
+    # ---- later version only: App. H (Table 8) and App. I (Fig. 10) ----
     for slug, label, v, sd in [
         ("hacn-mu0.25", "H-ACN (mu = 0.25)", 19.79, 0.015),
         ("res", "Res", 19.84, 0.01),
@@ -378,19 +378,19 @@ def _hacn() -> list[PaperItem]:
         add(PaperItem(f"hacn/table8/{slug}", P, "Table 8", f"validation perplexity of {label}", v, sd,
                       unit="perplexity", higher_is_better=False,
                       paper_setting="GPT-2 24L (dataset not stated; values sit near the OWT-2 perplexities)",
-                      where=W_HACN_GPT, source="App. H, Table 8 (second transcript only)",
-                      note="Only in hybrid-acn-second-transcript.md (a later version); the text calls it 'Table 6'. "
+                      where=W_HACN_GPT, source="App. H, Table 8 (later version only)",
+                      note="Only in the later version of the paper; the text calls it 'Table 6'. "
                            "O(L) models: H-ACN/Res; O(L^2): DenseFormer, LayerComb."))
     add(PaperItem("hacn/apph/res-init-converged-alphas", P, "App. H",
                   "converged a_i of a GPT-2 H-ACN initialised at a = 1 (ResNet regime)", None,
-                  paper_setting=S_GPT, where=W_HACN_GPT, source="App. H (second transcript only)",
+                  paper_setting=S_GPT, where=W_HACN_GPT, source="App. H (later version only)",
                   note="Claim: from a ResNet init the a_i stay close to 1. Printed values (layers 1-24): 0.99, 0.62, "
                        "1.00, 1.00, 0.95, 0.95, 0.98, 0.93, 0.94, 0.92, 0.94, 0.93, 0.90, 0.90, 0.94, 0.95, 0.94, "
                        "0.95, 0.92, 0.94, 0.96, 1.00, 1.00, 1.00."))
     add(PaperItem("hacn/fig10/vit-finetune-depth", P, "Fig. 10",
                   "layer-wise accuracy after fine-tuning the ImageNet ViTs on CIFAR-10", None,
                   paper_setting=S_VIT + "; fine-tuned on CIFAR-10", where=W_HACN_VIT,
-                  source="App. I, Fig. 10 (second transcript only)",
+                  source="App. I, Fig. 10 (later version only)",
                   note="H-ACN stops relying on its top three layers for the easier task; they can be pruned with "
                        "negligible accuracy loss."))
     return out

@@ -29,7 +29,7 @@ rule                   one layer                                                
 =====================  ==========================================================  ===========
 
 ``s_0 = x_0``. The paper's rules (first four) are the defaults everywhere; the
-``hacn_code_*`` rules are what the released code does (``PLAN.md``), offered so
+``hacn_code_*`` rules are what the paper's public code does, offered so
 a reader can run both. ``hacn_code_mixer`` / ``hacn_code_vit`` split each layer
 into two sub-layers, ``t`` (token mixing / attention) and ``c`` (channel MLP
 evaluated at ``x + t``), so their blocks must provide ``parts(x) -> (t, c)``;
@@ -195,7 +195,7 @@ class AlphaInit:
 
 
 #: Default initialisation per rule: the paper's N(0.25, 0.005) for ``hacn``, the
-#: public code's choices for the code variants (``PLAN.md``).
+#: public code's choices for the code variants.
 DEFAULT_ALPHA_INIT: dict[str, AlphaInit] = {
     "hacn": AlphaInit(),
     "hacn_code_mixer": AlphaInit(),
