@@ -3,8 +3,8 @@
 Algorithm 1 of the AWNN paper changes the width of every adaptive layer as its rate
 moves (Sec. 3, Eq. 11). A naive implementation builds new ``nn.Linear`` objects and
 a new optimizer (or resets its state) at every resize; the paper reports up to 10x
-the cost of a fixed network (Sec. 3.3). The public code rebuilds the layers. Here
-each :class:`AdaptiveLinear` keeps a *store* with spare rows and columns for its
+the cost of a fixed network (Sec. 3.3). Unlike the public code, each
+:class:`AdaptiveLinear` here keeps a *store* with spare rows and columns for its
 parameter ``rho`` and one joint store for its per-element optimizer state (Adam
 ``exp_avg``/``exp_avg_sq``, SGD ``momentum_buffer``, ...). The ``nn.Parameter``
 never changes identity: its ``.data`` is a view of the active block of the store,
