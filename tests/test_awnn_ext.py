@@ -127,7 +127,7 @@ def test_training_run_is_identical_under_both_backends(ext):
 @needs_compiler
 @pytest.mark.parametrize("grow_init", ["normal", "kaiming_plus"])
 def test_cpp_resize_equals_python_resize(ext, grow_init):
-    """AdaptiveLinear._resize in C++ (resize_layer) and in Python: the same draws, so the same
+    """AdaptiveLinear.resize_unchecked_ in C++ (resize_layer) and in Python: the same draws, so the same
     parameters, Adam state and gradients, and a kept graph does not break the next backward
     (the grad accumulator of a resized parameter is reset). Store entries outside the active
     blocks are never read and may hold anything."""

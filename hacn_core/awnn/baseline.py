@@ -1,7 +1,8 @@
-"""A plain fixed-width MLP: the baseline the AWNN paper tunes by grid search.
+"""A plain fixed-width MLP: the baseline the AWNN paper tunes by grid search (Table 1).
 
 AWNN, Section 4 and Appendix C.1 (Table 3): one to four hidden layers of equal
-width with ReLU, LeakyReLU or ReLU6, trained with Adam.
+width with ReLU, LeakyReLU or ReLU6, trained with Adam. Like the adaptive MLP
+(:class:`hacn_core.awnn.mlp.AdaptiveMLP`) it takes inputs of any leading shape.
 """
 
 from __future__ import annotations
@@ -35,4 +36,5 @@ class MLP(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: Tensor) -> Tensor:
+        """``(..., in_features) -> (..., out_features)``."""
         return self.net(x)

@@ -1,11 +1,11 @@
-"""The C++ build of AWNN's fused node, and the choice between it and the Python one.
+"""The fast path, part 3: the C++ build of AWNN's fused node, and the choice between it and the Python one.
 
 :class:`hacn_core.awnn.AdaptiveMLP` runs its whole forward (Eq. 14) as one autograd
 node with a hand-written backward. The node exists twice, with the same ATen ops in
 the same order, so the two give the same values and gradients bit for bit
 (``tests/test_awnn_ext.py``):
 
-* ``python``: :class:`hacn_core.awnn._AdaptiveMLPFunction`, readable, always there;
+* ``python``: :class:`hacn_core.awnn.fast_node.AdaptiveMLPFunction`, readable, always there;
 * ``cpp``: ``hacn_core/awnn/csrc/awnn_fused.cpp``, compiled on first use by
   :func:`torch.utils.cpp_extension.load` (a C++ compiler and ninja are needed; about
   35 s once on a 2-core machine, then cached under ``$TORCH_EXTENSIONS_DIR``, by

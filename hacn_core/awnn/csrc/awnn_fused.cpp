@@ -1,6 +1,6 @@
 // The adaptive MLP of AWNN (Errica et al., Eq. 14) as one autograd node, in C++.
 //
-// A line-by-line port of hacn_core.awnn._AdaptiveMLPFunction: the same ATen ops on
+// A line-by-line port of hacn_core.awnn.fast_node.AdaptiveMLPFunction: the same ATen ops on
 // the same operands in the same order, so forward values and gradients are equal
 // bit for bit (tests/test_awnn_ext.py checks it). What it saves is the Python
 // interpreter between the ~12 forward and ~20 backward ops of a two-layer MLP and
@@ -8,13 +8,13 @@
 // tabular widths of the paper (benchmarks/bench_awnn.py measures both). The node also
 // computes the rates and the constants of Eq. 14 from the raw parameter (the Python
 // formulas, in double), and resize_layer does the tensor work of a width change
-// (AdaptiveLinear._resize), so a training step runs little Python besides the optimizer.
+// (AdaptiveLinear.resize_unchecked_), so a training step runs little Python besides the optimizer.
 //
 // Forward, per hidden layer l:  a = act([1 | h] rho_l^T),  q_j = e^{-nu j},
 // h = a * q * c  (c = 1 - e^{-nu}, or renormalised over M neurons).
 // Backward, with t = dL/dh * q * c:  dL/drho = g^T [1 | h_prev],  dL/dz = act'(z) t,
 // dL/dnu = sum_j s_j (shift - j) with s_j = sum_b t_bj a_bj,  dL/draw = dL/dnu * (1 - e^{-nu}).
-// The Python docstring of _AdaptiveMLPFunction derives each line.
+// The Python docstring of AdaptiveMLPFunction (hacn_core/awnn/fast_node.py) derives each line.
 #include <torch/extension.h>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ Tensor activation_backward(const Tensor& grad, const Tensor& a, int64_t activati
 }
 
 // The rates nu_l = softplus(raw_l) and the constants c_l (importance_scale) and s_l
-// (importance_log_shift) of hacn_core.awnn, in double, by the same formulas in the same
+// (importance_log_shift) of hacn_core.awnn.importance, in double, by the same formulas in the same
 // order: Python's math module calls the same C library functions, so both nodes see the
 // same numbers. norms[l] is the width M of a renormalised layer, or 0 for Eq. 12 as written.
 struct Rates {
@@ -305,8 +305,8 @@ Tensor block(const Tensor& store, int64_t r0, int64_t r1, int64_t c0, int64_t c1
   return store.as_strided({store.size(0), r1 - r0, c1 - c0}, {s0, s1, s2}, r0 * s1 + c0 * s2);
 }
 
-// The tensor work of AdaptiveLinear._resize and _relink (hacn_core/awnn/model.py), the same ops in
-// the same order (so the same random draws): rows o1..o2 (new neurons) and columns c1..c2
+// The tensor work of AdaptiveLinear.resize_unchecked_ and _relink (hacn_core/awnn/fast_store.py),
+// the same ops in the same order (so the same random draws): rows o1..o2 (new neurons) and columns c1..c2
 // (new inputs) that lie inside the never-active rectangle [0, r_hw) x [0, c_hw) are drawn
 // from N(0, w_std^2) (biases from N(0, b_std^2)) and their optimizer state is zeroed; then
 // rho and the optimizer-state views are re-pointed at the active block (o2, c2) of the

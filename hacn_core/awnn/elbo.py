@@ -1,0 +1,295 @@
+"""The loss: minus the evidence lower bound of an adaptive MLP (AWNN, Sec. 3, Eq. 13).
+
+Eq. 13 at the first-order point of the variational distributions
+(``lambda = nu``, ``theta = rho``)::
+
+    -ELBO = -(N / M) sum_{i in batch} log p(y_i | x_i; rho, nu)     predictive
+            - sum_{l, n <= D_l} log p(rho_ln) / q(rho_ln)            weight prior (Eqs. 4, 10)
+            - sum_l log p(nu_l) / q(nu_l)                            width prior (Eqs. 3, 8)
+
+with Gaussian priors ``p(rho) = N(0, sigma_theta)`` and ``p(lambda_l) = N(mu, sigma)``
+(:class:`RatePrior`; annealed in Sec. 5.3 by :class:`RatePriorSchedule`).
+:func:`negative_elbo` computes the terms (:class:`ELBOTerms`); :class:`ELBOLoss` is
+the same as a ``loss_fn`` for :func:`hacn_core.engine.training.fit`. Outputs may have
+any leading shape: ``(B, T, C)`` logits with ``(B, T)`` targets count ``B * T``
+examples, like their flattened ``(B * T, C)`` and ``(B * T,)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from hacn_core.awnn.checks import check_choice
+from hacn_core.awnn.fast_store import AdaptiveLinear
+from hacn_core.awnn.mlp import adaptive_mlps
+
+#: ``categorical``: logits and integer targets; ``gaussian``: a mean with a fixed noise std
+LIKELIHOODS: tuple[str, ...] = ("categorical", "gaussian")
+#: how :class:`RatePriorSchedule` anneals the prior's std
+INTERPOLATIONS: tuple[str, ...] = ("linear", "geometric")
+#: the fields of :class:`ELBOTerms`, in order
+ELBO_TERMS: tuple[str, ...] = ("total", "predictive", "weight_prior", "width_prior")
+
+
+# ---------------------------------------------------------------------------
+# The priors
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RatePrior:
+    """Gaussian prior ``p(lambda_l) = N(mu, sigma)`` on every rate (Eq. 3), ``sigma`` a std."""
+
+    mu: float
+    sigma: float
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.sigma, (int, float)) and self.sigma > 0):
+            raise ValueError(f"sigma={self.sigma!r} must be > 0 (a standard deviation)")
+        if not (isinstance(self.mu, (int, float)) and math.isfinite(self.mu)):
+            raise ValueError(f"mu={self.mu!r} must be a finite number")
+
+
+@dataclass(frozen=True)
+class RatePriorSchedule:
+    """The annealed rate prior of the compression experiment (Sec. 5.3, Fig. 5).
+
+    Uninformative (``None``) before ``start_epoch``; from there ``N(mu, sigma)``
+    with ``sigma`` going from ``sigma_start`` to ``sigma_end`` at ``end_epoch``
+    (``linear`` or ``geometric`` interpolation), constant afterwards. Defaults:
+    introduced at epoch 1000 as ``N(0.05, 1)``, annealed to ``sigma = 0.1`` at 2500.
+    """
+
+    mu: float = 0.05
+    sigma_start: float = 1.0
+    sigma_end: float = 0.1
+    start_epoch: int = 1000
+    end_epoch: int = 2500
+    interpolation: str = "linear"
+
+    def __post_init__(self) -> None:
+        check_choice(self.interpolation, INTERPOLATIONS, "interpolation")
+        RatePrior(self.mu, self.sigma_start)
+        RatePrior(self.mu, self.sigma_end)
+        if not (0 <= self.start_epoch <= self.end_epoch):
+            raise ValueError(f"start_epoch={self.start_epoch}, end_epoch={self.end_epoch}: need 0 <= start_epoch <= end_epoch")
+
+    def __call__(self, epoch: int) -> RatePrior | None:
+        if epoch < self.start_epoch:
+            return None
+        span = self.end_epoch - self.start_epoch
+        t = 1.0 if span == 0 else min(1.0, (epoch - self.start_epoch) / span)
+        if self.interpolation == "linear":
+            sigma = self.sigma_start + t * (self.sigma_end - self.sigma_start)
+        else:
+            sigma = self.sigma_start * (self.sigma_end / self.sigma_start) ** t
+        return RatePrior(self.mu, sigma)
+
+
+# ---------------------------------------------------------------------------
+# Eq. 13: the terms
+# ---------------------------------------------------------------------------
+
+_ABSENT_TERMS: dict[torch.dtype, Tensor] = {}
+
+
+def _absent_term(output: Tensor) -> Tensor:
+    """The 0-d zero of a prior that is not in the loss. On the CPU one tensor per dtype is
+    shared by all calls (a new one costs an op per training step, some 1% of a step of the
+    paper's MLPs); elsewhere a fresh one."""
+    if not output.is_cpu:
+        return output.new_zeros(())
+    zero = _ABSENT_TERMS.get(output.dtype)
+    if zero is None:
+        zero = _ABSENT_TERMS[output.dtype] = torch.zeros((), dtype=output.dtype)
+    return zero
+
+
+@dataclass(slots=True)
+class ELBOTerms:
+    """The negative ELBO of Eq. 13, term by term (each a 0-d tensor to minimise).
+
+    ``predictive = (N/M) sum_batch -log p(y|x)``; ``weight_prior = -sum log p(rho)/q(rho)``
+    over the active weights; ``width_prior = -sum_l log p(nu_l)/q(nu_l)``;
+    ``total`` their sum. The term of a prior left out is zero (on the CPU one shared
+    tensor: read the terms, do not modify them in place).
+    """
+
+    total: Tensor
+    predictive: Tensor
+    weight_prior: Tensor
+    width_prior: Tensor
+
+    def as_dict(self) -> dict[str, float]:
+        """Plain floats for logging."""
+        return {k: float(getattr(self, k).detach()) for k in ELBO_TERMS}
+
+
+def awnn_parameters(model: nn.Module) -> list[Tensor]:
+    """The active ``rho`` (biases and weights) of every :class:`AdaptiveLinear` in ``model`` (Eq. 13)."""
+    return [m.rho for m in model.modules() if isinstance(m, AdaptiveLinear)]
+
+
+def rate_parameters(model: nn.Module) -> list[Tensor]:
+    """The rates ``nu_l`` of every adaptive MLP in ``model`` (differentiable)."""
+    return [nu for m in adaptive_mlps(model) for nu in m.rates().unbind()]
+
+
+def negative_elbo(model: nn.Module, output: Tensor, target: Tensor, *, n_train: int,
+                  likelihood: str = "categorical", sigma_theta: float | None = None,
+                  rate_prior: RatePrior | None = None, include_constants: bool = True,
+                  per_sample: bool = False, ignore_index: int | None = None, noise_std: float = 1.0,
+                  weight_params: Iterable[Tensor] | None = None) -> ELBOTerms:
+    """Eq. 13 as a loss: minus the ELBO at the first-order point ``lambda = nu, theta = rho``.
+
+    * predictive: ``(N/M) sum_{i in batch} -log p(y_i | x_i)`` with ``N = n_train``
+      (the true training-set size, counted in the same units as the batch's ``M``
+      examples) - the mini-batch rescaling of Sec. 3. Every position of the leading
+      dimensions is an example: ``(B, T, C)`` outputs hold ``M = B * T`` of them, as
+      their flattened ``(B * T, C)``, so ``N`` counts positions too (tokens, nodes).
+      ``likelihood``: ``categorical`` (logits ``(..., C)``, integer targets of shape
+      ``(...)``; targets equal to ``ignore_index`` do not count in ``M``) or
+      ``gaussian`` (mean ``output`` of shape ``(..., d)`` with ``M`` the size of
+      ``...``, or ``(M,)`` scalars; ``target`` of the same shape; std ``noise_std``).
+    * weight prior (Eqs. 4, 10): ``-log N(rho; 0, sigma_theta^2) + log N(rho; rho, 1)
+      = rho^2 / (2 sigma_theta^2) + log sigma_theta`` summed over the *active* weights
+      and biases (``weight_params``, default :func:`awnn_parameters`; inactive neurons
+      have ``q = p`` and cancel). ``sigma_theta=None``: uninformative, term 0.
+    * width prior (Eqs. 3, 8): the prior is on the rate ``lambda_l``, evaluated at
+      ``nu_l``; ``q(nu_l; nu_l) = N(nu_l; nu_l, 1)`` is a constant, so the term is
+      ``(nu_l - mu)^2 / (2 sigma^2) + log sigma``. ``rate_prior=None``: uninformative, 0.
+
+    ``include_constants=False`` drops the parameter-free ``log sigma`` (and Gaussian
+    ``log 2 pi``) constants, which change the logged value but not the gradient.
+    ``per_sample=True`` divides every term by ``N`` (same minimiser; convenient with SGD).
+    """
+    check_choice(likelihood, LIKELIHOODS, "likelihood")
+    _check_n_train(n_train)
+    if likelihood == "categorical":
+        if target.shape != output.shape[:-1]:
+            raise ValueError(f"categorical likelihood: target shape {tuple(target.shape)} must be the output's "
+                             f"leading shape {tuple(output.shape[:-1])} (logits (..., C), targets (...))")
+        logits = output if output.dim() == 2 else output.reshape(-1, output.shape[-1])
+        tgt = target if target.dim() == 1 else target.reshape(-1)
+        if ignore_index is None:
+            nll_sum = F.cross_entropy(logits, tgt, reduction="sum")
+            m = tgt.numel()
+        else:
+            nll_sum = F.cross_entropy(logits, tgt, ignore_index=ignore_index, reduction="sum")
+            m = int((tgt != ignore_index).sum())
+    else:
+        if output.shape != target.shape:
+            raise ValueError(f"gaussian likelihood: output shape {tuple(output.shape)} != target shape {tuple(target.shape)}")
+        if not noise_std > 0:
+            raise ValueError(f"noise_std={noise_std!r} must be > 0")
+        nll_sum = 0.5 * ((output - target) / noise_std).pow(2).sum()
+        if include_constants:
+            nll_sum = nll_sum + output.numel() * (math.log(noise_std) + 0.5 * math.log(2 * math.pi))
+        m = math.prod(output.shape[:-1]) if output.dim() >= 2 else (output.shape[0] if output.dim() else 1)
+    if m > n_train:
+        raise ValueError(f"n_train={n_train} is smaller than the batch's M={m} targets: pass the training-set size")
+    scale = 1.0 / max(m, 1) if per_sample else n_train / max(m, 1)
+    predictive = nll_sum * scale
+    total = predictive
+    zero = _absent_term(output)
+
+    weight_prior = zero
+    if sigma_theta is not None:
+        if not sigma_theta > 0:
+            raise ValueError(f"sigma_theta={sigma_theta!r} must be > 0 (or None for an uninformative prior)")
+        params = awnn_parameters(model) if weight_params is None else list(weight_params)
+        if params:
+            weight_prior = torch.stack([p.pow(2).sum() for p in params]).sum() / (2.0 * sigma_theta**2)
+            if include_constants:
+                weight_prior = weight_prior + sum(p.numel() for p in params) * math.log(sigma_theta)
+            if per_sample:
+                weight_prior = weight_prior / n_train
+            total = total + weight_prior
+
+    width_prior = zero
+    if rate_prior is not None:
+        nus = [m_.rates() for m_ in adaptive_mlps(model)]
+        if nus:
+            nu = torch.cat(nus)
+            width_prior = (nu - rate_prior.mu).pow(2).sum() / (2.0 * rate_prior.sigma**2)
+            if include_constants:
+                width_prior = width_prior + nu.numel() * math.log(rate_prior.sigma)
+            if per_sample:
+                width_prior = width_prior / n_train
+            total = total + width_prior
+    return ELBOTerms(total, predictive, weight_prior, width_prior)
+
+
+def _check_n_train(n_train: int) -> None:
+    if isinstance(n_train, bool) or not isinstance(n_train, int) or n_train < 1:
+        raise ValueError(f"n_train={n_train!r} must be the training-set size, a positive int")
+
+
+# ---------------------------------------------------------------------------
+# Eq. 13 as the trainer's loss_fn (Algorithm 1, line 7)
+# ---------------------------------------------------------------------------
+
+
+class ELBOLoss:
+    """Eq. 13 as a ``loss_fn`` for :func:`hacn_core.engine.training.fit` (Algorithm 1, line 7).
+
+    ``ELBOLoss(model, n_train, sigma_theta=..., rate_prior=...)(output, target)``
+    returns ``negative_elbo(...).total`` with ``N = n_train`` (pass the true
+    training-set size); the other keyword arguments go to :func:`negative_elbo`.
+    While the model trains (``model.training`` and gradients on, so never during an
+    evaluation), every term is added to a running sum; :meth:`pop_means` returns the
+    mean of each term over the batches since the last call (what
+    :class:`hacn_core.awnn.callback.WidthCallback` logs per epoch) and starts afresh. ``rate_prior`` is an
+    attribute, so a :class:`RatePriorSchedule` can replace it during training.
+    """
+
+    def __init__(self, model: nn.Module, n_train: int, *, sigma_theta: float | None = None,
+                 rate_prior: RatePrior | None = None, **elbo_kwargs) -> None:
+        _check_n_train(n_train)
+        self.model, self.n_train = model, n_train
+        self.sigma_theta, self.rate_prior = sigma_theta, rate_prior
+        self.elbo_kwargs = elbo_kwargs
+        self._sums: Tensor | None = None
+        self._count = 0
+        self.last: ELBOTerms | None = None
+
+    def terms(self, output: Tensor, target: Tensor) -> ELBOTerms:
+        """All terms of Eq. 13 for one batch (nothing is recorded)."""
+        return negative_elbo(self.model, output, target, n_train=self.n_train, sigma_theta=self.sigma_theta,
+                             rate_prior=self.rate_prior, **self.elbo_kwargs)
+
+    def __call__(self, output: Tensor, target: Tensor) -> Tensor:
+        terms = self.terms(output, target)
+        if self.model.training and torch.is_grad_enabled():
+            self.last = terms
+            row = torch.stack([getattr(terms, k).detach().float() for k in ELBO_TERMS])
+            self._sums = row if self._sums is None else self._sums + row
+            self._count += 1
+        return terms.total
+
+    def pop_means(self) -> dict[str, float]:
+        """Mean of each term over the training batches since the last call (NaN if none)."""
+        if self._sums is None:
+            means = {k: float("nan") for k in ELBO_TERMS}
+        else:
+            means = dict(zip(ELBO_TERMS, (self._sums / self._count).tolist(), strict=True))
+        self._sums, self._count = None, 0
+        return means
+
+    def state_dict(self) -> dict[str, object]:
+        """The running sums of the epoch in progress (empty if none), for a checkpoint."""
+        if self._sums is None:
+            return {}
+        return {"sums": self._sums.tolist(), "count": self._count}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore the running sums of :meth:`state_dict` (an empty dict leaves them alone)."""
+        if state:
+            self._sums = torch.tensor(state["sums"], dtype=torch.float32)
+            self._count = int(state["count"])
