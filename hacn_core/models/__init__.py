@@ -1,10 +1,34 @@
 """The backbones: networks built from a residual rule and blocks, shared by the papers' studies.
 
-- ``mixer``       MLP-Mixer and the DenseNet-style Mixer (H-ACN Sec. 3.1); the layers join by any
-                  :class:`~hacn_core.hacn.connectivity.ResidualStack` rule
-- ``resnet``      pre-activation ResNets and Wide ResNets for CIFAR, gated or not (Residual Gates Sec. 3.2)
-- ``fc``          fully connected MNIST networks: plain, ResNet, Gated PlainNet, Gated ResNet (Residual Gates Sec. 3.1)
-- ``stacked_fc``  many ``fc`` networks trained as one batched model (seeds and settings side by side)
+Every backbone takes its residual rule, named as the rules of
+:class:`~hacn_core.hacn.connectivity.ResidualStack`, and, where it holds MLPs,
+its MLP kind, so that one constructor call composes the three papers:
+``MLPMixer(rule="hacn", mlp="adaptive")`` is an H-ACN Mixer whose channel MLPs
+learn their width (AWNN).
+
+- ``mixer``       ``MLPMixer``, the MLP-Mixer (H-ACN Sec. 3.1, Appendix A): any ``ResidualStack``
+                  rule (``rule=``, ``hacn`` by default); MLP kinds ``mlp=`` (channel MLPs) and
+                  ``token_mlp=`` (token MLPs), all kinds.
+                  ``DenseMixer``, the DenseNet-style Mixer (H-ACN Appendix B, Fig. 7): concatenation
+                  instead of a rule; MLP kinds ``fixed``, ``adaptive``.
+- ``resnet``      ``preact_resnet`` / ``wide_resnet``, pre-activation ResNets and WRNs for CIFAR
+                  (Residual Gates Sec. 3.2): rules ``resnet``, ``gated`` (``rule=``, or ``gated=True``).
+- ``fc``          ``mnist_fc``, fully connected MNIST networks (Residual Gates Sec. 3.1): rules
+                  ``plain``, ``resnet``, ``gated_plain``, ``gated`` (``rule=``, or ``kind=``).
+- ``stacked_fc``  ``StackedFCNet``, many ``fc`` networks trained as one batched model (seeds and
+                  settings side by side), each member with its own rule.
+- ``mlp``         the MLP kinds below.
+
+MLP kinds (``mlp``: :data:`~hacn_core.models.mlp.MLP_KINDS`, built by
+:func:`~hacn_core.models.mlp.make_mlp` or passed as ``mlp_layer(kind, **options)``
+or any callable ``(in_features, hidden, out_features, *, dropout) -> nn.Module``):
+
+- ``fixed``     ``Linear -> GELU -> Linear``, the Mixer's MLP (H-ACN Appendix A)
+- ``adaptive``  AWNN's ``AdaptiveMLP``: one hidden layer whose width is learned (AWNN Sec. 3.1, Eq. 11-14)
+- ``gated``     the fixed MLP times a scalar gate ``g(k)`` (Residual Gates Sec. 2.2), for MLPs
+                that are the branch of a residual sum (the Mixer's sub-layers, not the DenseMixer)
+
+:func:`build_model` builds any backbone by name (:data:`MODEL_NAMES`).
 """
 
 from __future__ import annotations
@@ -13,14 +37,16 @@ from typing import Any
 
 from torch import nn
 
-MODEL_NAMES: tuple[str, ...] = ("mnist_fc", "preact_resnet", "wide_resnet")
+MODEL_NAMES: tuple[str, ...] = ("mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer")
 
 
 def build_model(name: str, **kwargs: Any) -> nn.Module:
-    """Build the Residual Gates backbone ``name`` (one of ``MODEL_NAMES``) from keyword arguments.
+    """Build the backbone ``name`` (one of ``MODEL_NAMES``) from keyword arguments.
 
     ``build_model("mnist_fc", kind="gated_resnet", depth=100)``,
-    ``build_model("wide_resnet", depth=28, width=10, dropout=0.3, gated=True)``.
+    ``build_model("wide_resnet", depth=28, width=10, dropout=0.3, gated=True)``,
+    ``build_model("mlp_mixer", rule="hacn", mlp="adaptive")`` (keyword arguments
+    are fields of ``MixerConfig`` / ``DenseMixerConfig``).
     """
     # Imported here so that importing the package stays cheap.
     if name == "mnist_fc":
@@ -35,4 +61,12 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
         from hacn_core.models.resnet import wide_resnet
 
         return wide_resnet(**kwargs)
+    if name == "mlp_mixer":
+        from hacn_core.models.mixer import MLPMixer
+
+        return MLPMixer(**kwargs)
+    if name == "dense_mixer":
+        from hacn_core.models.mixer import DenseMixer
+
+        return DenseMixer(**kwargs)
     raise ValueError(f"name={name!r} is not a model; allowed: {', '.join(MODEL_NAMES)}")

@@ -24,7 +24,14 @@ kind            middle part                           gates
 ``gated_resnet`` d/2 x ``u = g(k) f2(f1(x)) + x``      d/2
 ==============  ====================================  =========
 
-with ``f = ReLU(BN(W x + b))``. The residual function is the two layers as the
+with ``f = ReLU(BN(W x + b))``. Each kind joins its middle units by one rule
+of :class:`~hacn_core.hacn.connectivity.ResidualStack` (:data:`RULE_OF_KIND`):
+``plain``, ``resnet``, ``gated_plain`` and ``gated`` (the Gated ResNet), so a
+network may be named by its rule instead (``mnist_fc(rule="gated", depth=100)``
+is ``mnist_fc("gated_resnet", 100)``). Only these four are built (they are
+the networks of Sec. 3.1, and the per-layer rule of
+:mod:`hacn_core.models.stacked_fc` covers exactly them); the stack's other
+rules (``acn``, ``hacn``, ReZero, ...) apply to the Mixer. The residual function is the two layers as the
 paper states them (ReLU inside the branch, nothing after the sum), not the
 He et al. (2015b) variant ``ReLU(BN(W2 ReLU(BN(W1 x))) + x)``.
 
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
+from typing import TypedDict, Unpack
 
 from torch import Tensor, nn
 
@@ -50,8 +58,14 @@ from hacn_core.gates import (
     PlainLayer,
     ResidualLayer,
 )
+from hacn_core.hacn.connectivity import check_choice
 
 KINDS: tuple[str, ...] = ("plain", "resnet", "gated_plain", "gated_resnet")
+#: the ResidualStack rule that each kind's layers follow (Residual Gates Sec. 2.2)
+RULE_OF_KIND: dict[str, str] = {
+    "plain": "plain", "resnet": "resnet", "gated_plain": "gated_plain", "gated_resnet": "gated",
+}
+FC_RULES: tuple[str, ...] = tuple(RULE_OF_KIND.values())
 STEMS: tuple[str, ...] = ("linear", "dot_bn_relu")
 INITS: tuple[str, ...] = ("default", "glorot")
 
@@ -61,9 +75,11 @@ class FCNetConfig:
     """Configuration of a fully connected network of Section 3.1.
 
     ``depth`` is the paper's ``d`` (middle layers, see the module docstring).
+    ``kind`` (one of :data:`KINDS`) or ``rule`` (one of :data:`FC_RULES`) name the
+    network; give either (neither: ``gated_resnet``). After construction both are set.
     """
 
-    kind: str = "gated_resnet"
+    kind: str | None = None
     depth: int = 10
     width: int = 50
     in_features: int = 784
@@ -73,10 +89,19 @@ class FCNetConfig:
     stem: str = "linear"
     init: str = "default"
     bn_momentum: float = 0.1
+    rule: str | None = None
 
     def __post_init__(self) -> None:
+        if self.rule is not None:
+            kind = {r: k for k, r in RULE_OF_KIND.items()}[check_choice("rule", self.rule, FC_RULES)]
+            if self.kind is not None and self.kind != kind:
+                raise ValueError(f"kind={self.kind!r} contradicts rule={self.rule!r} (kind {kind!r}); give one of them")
+            object.__setattr__(self, "kind", kind)
+        elif self.kind is None:
+            object.__setattr__(self, "kind", "gated_resnet")
         if self.kind not in KINDS:
             raise ValueError(f"kind={self.kind!r} is not a network kind; allowed: {', '.join(KINDS)}")
+        object.__setattr__(self, "rule", RULE_OF_KIND[self.kind])
         if not isinstance(self.depth, int) or isinstance(self.depth, bool) or self.depth < 1:
             raise ValueError(f"depth={self.depth!r} must be an integer >= 1 (the paper's d: 2, 10, 20, 50, 100)")
         if self.kind in ("resnet", "gated_resnet") and self.depth % 2:
@@ -171,37 +196,28 @@ class FCNet(nn.Module):
         return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())
 
 
-def mnist_fc(
-    kind: str,
-    depth: int,
-    width: int = 50,
-    *,
-    in_features: int = 784,
-    num_classes: int = 10,
-    g: str = "relu",
-    k_init: float = 1.0,
-    stem: str = "linear",
-    init: str = "default",
-    bn_momentum: float = 0.1,
-) -> FCNet:
-    """The fully connected MNIST network of Sec. 3.1: ``kind`` in ``KINDS``, ``depth`` = d.
+class FCOptions(TypedDict, total=False):
+    """Keyword options of :func:`mnist_fc` (defaults: :class:`FCNetConfig`)."""
 
-    ``mnist_fc("gated_resnet", 100)`` is the network of Fig. 5 (50 gated blocks).
+    rule: str
+    in_features: int
+    num_classes: int
+    g: str
+    k_init: float
+    stem: str
+    init: str
+    bn_momentum: float
+
+
+def mnist_fc(
+    kind: str | None = None, depth: int | None = None, width: int = 50, **options: Unpack[FCOptions]
+) -> FCNet:
+    """The fully connected MNIST network of Sec. 3.1: ``kind`` in ``KINDS`` (or ``rule=``), ``depth`` = d.
+
+    ``mnist_fc("gated_resnet", 100)`` (or ``mnist_fc(rule="gated", depth=100)``) is
+    the network of Fig. 5 (50 gated blocks). ``options``: :class:`FCOptions`.
     """
-    return FCNet(
-        FCNetConfig(
-            kind=kind,
-            depth=depth,
-            width=width,
-            in_features=in_features,
-            num_classes=num_classes,
-            g=g,
-            k_init=k_init,
-            stem=stem,
-            init=init,
-            bn_momentum=bn_momentum,
-        )
-    )
+    return FCNet(FCNetConfig(kind=kind, depth=depth, width=width, **options))
 
 
 def fc_param_count(kind: str, depth: int, width: int = 50, in_features: int = 784, num_classes: int = 10) -> int:
@@ -216,4 +232,14 @@ def fc_param_count(kind: str, depth: int, width: int = 50, in_features: int = 78
     return (in_features + 1) * width + depth * per_layer + (width + 1) * num_classes + gates
 
 
-__all__ = ["KINDS", "FCNetConfig", "FCNet", "dot_bn_relu", "mnist_fc", "fc_param_count"]
+__all__ = [
+    "FC_RULES",
+    "KINDS",
+    "RULE_OF_KIND",
+    "FCNet",
+    "FCNetConfig",
+    "FCOptions",
+    "dot_bn_relu",
+    "fc_param_count",
+    "mnist_fc",
+]

@@ -38,6 +38,13 @@ shared head to every exit of one forward pass (partial sums for ACN/H-ACN,
 the stream for ResNet), shape ``(L + 1, batch, classes)``; exit 0 is the
 embedding alone.
 
+MLP kinds (:mod:`hacn_core.models.mlp`): ``mlp`` picks the channel-mixing MLPs
+and ``token_mlp`` the token-mixing MLPs: ``fixed`` (Appendix A's GELU MLP, the
+default), ``adaptive`` (AWNN's ``AdaptiveMLP``, its hidden width learned,
+starting at ``channel_mlp_dim`` / ``token_mlp_dim``) or ``gated`` (the MLP
+times a Residual Gates scalar ``g(k)``). ``MLPMixer(rule="hacn",
+mlp="adaptive")`` is an H-ACN Mixer whose channel MLPs learn their width.
+
 :class:`DenseMixer` is Fig. 7's DenseNet-style mixer: concatenation instead of
 addition, 10 layers with a parameter count comparable to the 16-layer Mixer
 (footnote 12).
@@ -46,7 +53,7 @@ addition, 10 layers with a parameter count comparable to the 16-layer Mixer
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -65,33 +72,80 @@ from hacn_core.hacn.connectivity import (
     check_choice,
     make_norm,
 )
+from hacn_core.models.mlp import MLP_KINDS, UNGATED_MLP_KINDS, MlpLayer, as_mlp_layer, mlp_kind
 
 LAYER_UNITS: tuple[str, ...] = ("block", "sublayer")
 DEPTH_LN_CHOICES: tuple[str, ...] = ("auto", "none") + DEPTH_LN_FORMS
 
 
-def _check_positive(owner: str, **values: Any) -> None:
-    for name, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{owner}.{name}={v!r} must be a positive integer")
+class MixerSettings:
+    """What :class:`MixerConfig` and :class:`DenseMixerConfig` share: geometry, MLP kinds, their checks.
 
+    A subclass is a frozen dataclass with the fields ``image_size``,
+    ``patch_size``, ``dropout``, ``mlp``, ``token_mlp`` and those named in
+    ``positive_fields``; errors name ``<class>.<field>`` and the allowed values.
+    """
 
-def _check_patches(owner: str, image_size: int, patch_size: int) -> None:
-    if image_size % patch_size:
-        raise ValueError(
-            f"{owner}.image_size={image_size} is not divisible by {owner}.patch_size={patch_size}; "
-            "the Mixer needs whole patches"
-        )
+    #: the integer fields that must be >= 1, in the order they are checked
+    positive_fields: ClassVar[tuple[str, ...]] = ()
+    #: the MLP kinds the token and channel MLPs may take (``hacn_core.models.mlp``)
+    mlp_kinds: ClassVar[tuple[str, ...]] = MLP_KINDS
+    # fields every subclass declares (annotations only: the subclasses' dataclass fields)
+    image_size: int
+    patch_size: int
+    dropout: float
+    mlp: str | MlpLayer
+    token_mlp: str | MlpLayer
+
+    def check_geometry(self) -> None:
+        """Positive sizes, and whole patches: ``image_size`` divisible by ``patch_size``."""
+        owner = type(self).__name__
+        for name in self.positive_fields:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{owner}.{name}={v!r} must be a positive integer")
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                f"{owner}.image_size={self.image_size} is not divisible by {owner}.patch_size={self.patch_size}; "
+                "the Mixer needs whole patches"
+            )
+
+    def check_mlps(self) -> None:
+        """``dropout`` in [0, 1); ``mlp`` / ``token_mlp`` of an allowed kind (``adaptive``: no dropout)."""
+        owner = type(self).__name__
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"{owner}.dropout={self.dropout!r} must be in [0, 1)")
+        for name in ("mlp", "token_mlp"):
+            spec = as_mlp_layer(getattr(self, name), f"{owner}.{name}", self.mlp_kinds)
+            if self.dropout and mlp_kind(spec) == "adaptive":
+                raise ValueError(
+                    f"{owner}.dropout={self.dropout!r} is not available with {owner}.{name}='adaptive' "
+                    "(AWNN Eq. 14 has no dropout); allowed: dropout=0.0"
+                )
+
+    @property
+    def num_patches(self) -> int:
+        """Tokens per image: ``(image_size / patch_size)^2`` (64 for CIFAR, 49 for Fashion-MNIST)."""
+        return (self.image_size // self.patch_size) ** 2
 
 
 @dataclass(frozen=True)
-class MixerConfig:
+class MixerConfig(MixerSettings):
     """Settings of :class:`MLPMixer`; the defaults are H-ACN Appendix A (Mixer / CIFAR-10).
 
     ``rule`` / ``alpha_init`` / ``trainable_alpha`` / ``gate_fn`` / ``dense_base``
     go to :class:`~hacn_core.hacn.connectivity.ResidualStack`; ``layer_unit`` and
-    ``depth_ln`` are explained in the module docstring.
+    ``depth_ln`` are explained in the module docstring. ``mlp`` is the MLP layer
+    of the channel-mixing MLPs and ``token_mlp`` that of the token-mixing MLPs:
+    a kind of :data:`~hacn_core.models.mlp.MLP_KINDS` (``fixed``, Appendix A's
+    GELU MLP, by default), ``mlp_layer(kind, **options)`` or a callable
+    (:mod:`hacn_core.models.mlp`).
     """
+
+    positive_fields: ClassVar[tuple[str, ...]] = (
+        "image_size", "in_channels", "num_classes", "patch_size", "hidden_dim", "num_layers",
+        "token_mlp_dim", "channel_mlp_dim",
+    )
 
     image_size: int = 32
     in_channels: int = 3
@@ -110,20 +164,11 @@ class MixerConfig:
     gate_fn: str = "relu"
     dense_base: str = "resnet"
     dropout: float = 0.0
+    mlp: str | MlpLayer = "fixed"
+    token_mlp: str | MlpLayer = "fixed"
 
     def __post_init__(self) -> None:
-        _check_positive(
-            "MixerConfig",
-            image_size=self.image_size,
-            in_channels=self.in_channels,
-            num_classes=self.num_classes,
-            patch_size=self.patch_size,
-            hidden_dim=self.hidden_dim,
-            num_layers=self.num_layers,
-            token_mlp_dim=self.token_mlp_dim,
-            channel_mlp_dim=self.channel_mlp_dim,
-        )
-        _check_patches("MixerConfig", self.image_size, self.patch_size)
+        self.check_geometry()
         check_choice("MixerConfig.rule", self.rule, RULES)
         check_choice("MixerConfig.layer_unit", self.layer_unit, LAYER_UNITS)
         check_choice("MixerConfig.depth_ln", self.depth_ln, DEPTH_LN_CHOICES)
@@ -140,13 +185,7 @@ class MixerConfig:
                     f"MixerConfig.rule={self.rule!r}"
                 )
             as_alpha_init(self.alpha_init, self.rule, "MixerConfig.alpha_init")  # raises on a bad spec
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"MixerConfig.dropout={self.dropout!r} must be in [0, 1)")
-
-    @property
-    def num_patches(self) -> int:
-        """Tokens per image: ``(image_size / patch_size)^2`` (64 for CIFAR, 49 for Fashion-MNIST)."""
-        return (self.image_size // self.patch_size) ** 2
+        self.check_mlps()
 
     @property
     def resolved_depth_ln(self) -> str:
@@ -167,40 +206,41 @@ class PatchEmbedding(nn.Module):
         return self.proj(images).flatten(2).transpose(1, 2)
 
 
-class Mlp(nn.Sequential):
-    """``Linear -> GELU -> Linear`` (Mixer's MLP), optional dropout after each linear map."""
-
-    def __init__(self, dim: int, hidden: int, out_dim: int | None = None, dropout: float = 0.0) -> None:
-        layers: list[nn.Module] = [nn.Linear(dim, hidden), nn.GELU()]
-        if dropout:
-            layers.append(nn.Dropout(dropout))
-        layers.append(nn.Linear(hidden, out_dim or dim))
-        if dropout:
-            layers.append(nn.Dropout(dropout))
-        super().__init__(*layers)
-
-
 class TokenMixing(nn.Module):
-    """Token-mixing sub-layer ``T(LN(x))``: one MLP across the ``N`` tokens, shared by the channels."""
+    """Token-mixing sub-layer ``T(LN(x))``: one MLP across the ``N`` tokens, shared by the channels.
 
-    def __init__(self, num_tokens: int, hidden: int, norm: nn.Module, dropout: float = 0.0) -> None:
+    ``mlp`` is the MLP layer (:mod:`hacn_core.models.mlp`); it sees ``(B, d, N)``.
+    """
+
+    def __init__(
+        self, num_tokens: int, hidden: int, norm: nn.Module, dropout: float = 0.0, mlp: str | MlpLayer = "fixed"
+    ) -> None:
         super().__init__()
         self.norm = norm
-        self.mlp = Mlp(num_tokens, hidden, dropout=dropout)
+        self.mlp = as_mlp_layer(mlp, "token_mlp")(num_tokens, hidden, num_tokens, dropout=dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.mlp(self.norm(x).transpose(-1, -2)).transpose(-1, -2)
 
 
 class ChannelMixing(nn.Module):
-    """Channel-mixing sub-layer ``C(LN(x))``: one MLP across channels, shared by the tokens."""
+    """Channel-mixing sub-layer ``C(LN(x))``: one MLP across channels, shared by the tokens.
+
+    ``mlp`` is the MLP layer (:mod:`hacn_core.models.mlp`); it sees ``(B, N, d)``.
+    """
 
     def __init__(
-        self, dim: int, hidden: int, norm: nn.Module, out_dim: int | None = None, dropout: float = 0.0
+        self,
+        dim: int,
+        hidden: int,
+        norm: nn.Module,
+        out_dim: int | None = None,
+        dropout: float = 0.0,
+        mlp: str | MlpLayer = "fixed",
     ) -> None:
         super().__init__()
         self.norm = norm
-        self.mlp = Mlp(dim, hidden, out_dim, dropout=dropout)
+        self.mlp = as_mlp_layer(mlp, "mlp")(dim, hidden, out_dim or dim, dropout=dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.mlp(self.norm(x))
@@ -212,6 +252,7 @@ class MixerBlock(nn.Module):
     ``x + f(x)`` is the standard Mixer layer (the ``resnet`` rule). ``parts(x)``
     returns ``(t, c)`` for the public-code rules. ``depth`` is the layer index
     ``l`` of Depth-adaptive LayerNorm (Eq. 7); both norms share one gain.
+    ``mlp`` / ``token_mlp``: the MLP layers of ``C`` and ``T`` (:mod:`hacn_core.models.mlp`).
     """
 
     def __init__(
@@ -224,14 +265,16 @@ class MixerBlock(nn.Module):
         depth_ln: str = "none",
         depth_ln_strength: float = 0.05,
         dropout: float = 0.0,
+        mlp: str | MlpLayer = "fixed",
+        token_mlp: str | MlpLayer = "fixed",
     ) -> None:
         super().__init__()
         gain = None if depth_ln == "none" else DepthGain(depth, depth_ln, depth_ln_strength)
         self.token = TokenMixing(
-            num_tokens, token_mlp_dim, make_norm(dim, depth, depth_ln, depth_ln_strength, gain), dropout
+            num_tokens, token_mlp_dim, make_norm(dim, depth, depth_ln, depth_ln_strength, gain), dropout, token_mlp
         )
         self.channel = ChannelMixing(
-            dim, channel_mlp_dim, make_norm(dim, depth, depth_ln, depth_ln_strength, gain), dropout=dropout
+            dim, channel_mlp_dim, make_norm(dim, depth, depth_ln, depth_ln_strength, gain), dropout=dropout, mlp=mlp
         )
 
     def parts(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -265,6 +308,7 @@ def build_mixer_layers(config: MixerConfig) -> list[nn.Module]:
             MixerBlock(
                 c.num_patches, c.hidden_dim, c.token_mlp_dim, c.channel_mlp_dim,
                 depth=i, depth_ln=depth_ln, depth_ln_strength=c.depth_ln_strength, dropout=c.dropout,
+                mlp=c.mlp, token_mlp=c.token_mlp,
             )
             for i in range(1, c.num_layers + 1)
         ]
@@ -273,8 +317,8 @@ def build_mixer_layers(config: MixerConfig) -> list[nn.Module]:
         d_tok, d_ch = 2 * i - 1, 2 * i
         token_norm = make_norm(c.hidden_dim, d_tok, depth_ln, c.depth_ln_strength)
         channel_norm = make_norm(c.hidden_dim, d_ch, depth_ln, c.depth_ln_strength)
-        layers.append(TokenMixing(c.num_patches, c.token_mlp_dim, token_norm, c.dropout))
-        layers.append(ChannelMixing(c.hidden_dim, c.channel_mlp_dim, channel_norm, dropout=c.dropout))
+        layers.append(TokenMixing(c.num_patches, c.token_mlp_dim, token_norm, c.dropout, c.token_mlp))
+        layers.append(ChannelMixing(c.hidden_dim, c.channel_mlp_dim, channel_norm, dropout=c.dropout, mlp=c.mlp))
     return layers
 
 
@@ -283,7 +327,9 @@ class MLPMixer(nn.Module):
 
     ``MLPMixer()`` is Appendix A's H-ACN Mixer for CIFAR-10;
     ``MLPMixer(rule="resnet")`` the standard Mixer; ``MLPMixer(image_size=28,
-    in_channels=1)`` runs on Fashion-MNIST. Keyword arguments override fields of
+    in_channels=1)`` runs on Fashion-MNIST; ``MLPMixer(mlp="adaptive")`` is the
+    H-ACN Mixer whose channel MLPs learn their width (AWNN, train it with
+    ``ELBOLoss`` and ``WidthCallback``). Keyword arguments override fields of
     ``config``.
     """
 
@@ -331,7 +377,7 @@ class MLPMixer(nn.Module):
 
 
 @dataclass(frozen=True)
-class DenseMixerConfig:
+class DenseMixerConfig(MixerSettings):
     """Settings of :class:`DenseMixer` (Fig. 7): 10 layers, parameter count near the 16-layer Mixer.
 
     Layer ``i`` reads the concatenation of the embedding and all earlier layer
@@ -339,8 +385,17 @@ class DenseMixerConfig:
     channels. With ``growth = 64`` and ``channel_mlp_dim = 448`` the model has
     2.27M parameters against 2.26M for Appendix A's residual Mixer (footnote 12:
     "a 10-layer DenseNet with a parameter count comparable to the 16-layer
-    counterparts"; the paper gives no widths, these are ours).
+    counterparts"; the paper gives no widths, these are ours). ``mlp`` /
+    ``token_mlp`` as in :class:`MixerConfig`, but not ``gated``: a dense layer's
+    output is concatenated, not added to an identity path that a gate could
+    regulate (:mod:`hacn_core.models.mlp`).
     """
+
+    positive_fields: ClassVar[tuple[str, ...]] = (
+        "image_size", "in_channels", "num_classes", "patch_size", "hidden_dim", "num_layers", "growth",
+        "token_mlp_dim", "channel_mlp_dim",
+    )
+    mlp_kinds: ClassVar[tuple[str, ...]] = UNGATED_MLP_KINDS
 
     image_size: int = 32
     in_channels: int = 3
@@ -352,27 +407,12 @@ class DenseMixerConfig:
     token_mlp_dim: int = 64
     channel_mlp_dim: int = 448
     dropout: float = 0.0
+    mlp: str | MlpLayer = "fixed"
+    token_mlp: str | MlpLayer = "fixed"
 
     def __post_init__(self) -> None:
-        _check_positive(
-            "DenseMixerConfig",
-            image_size=self.image_size,
-            in_channels=self.in_channels,
-            num_classes=self.num_classes,
-            patch_size=self.patch_size,
-            hidden_dim=self.hidden_dim,
-            num_layers=self.num_layers,
-            growth=self.growth,
-            token_mlp_dim=self.token_mlp_dim,
-            channel_mlp_dim=self.channel_mlp_dim,
-        )
-        _check_patches("DenseMixerConfig", self.image_size, self.patch_size)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"DenseMixerConfig.dropout={self.dropout!r} must be in [0, 1)")
-
-    @property
-    def num_patches(self) -> int:
-        return (self.image_size // self.patch_size) ** 2
+        self.check_geometry()
+        self.check_mlps()
 
     @property
     def out_dim(self) -> int:
@@ -381,7 +421,10 @@ class DenseMixerConfig:
 
 
 class DenseMixerLayer(nn.Module):
-    """A Mixer layer on concatenated features: ``t = T(LN(z))``, output ``C(LN(z + t))`` with ``growth`` channels."""
+    """A Mixer layer on concatenated features: ``t = T(LN(z))``, output ``C(LN(z + t))`` with ``growth`` channels.
+
+    ``mlp`` / ``token_mlp``: ``fixed`` or ``adaptive`` MLP layers (not ``gated``, see :class:`DenseMixerConfig`).
+    """
 
     def __init__(
         self,
@@ -391,10 +434,16 @@ class DenseMixerLayer(nn.Module):
         token_mlp_dim: int,
         channel_mlp_dim: int,
         dropout: float = 0.0,
+        mlp: str | MlpLayer = "fixed",
+        token_mlp: str | MlpLayer = "fixed",
     ) -> None:
         super().__init__()
-        self.token = TokenMixing(num_tokens, token_mlp_dim, nn.LayerNorm(in_dim), dropout)
-        self.channel = ChannelMixing(in_dim, channel_mlp_dim, nn.LayerNorm(in_dim), out_dim=growth, dropout=dropout)
+        token_mlp = as_mlp_layer(token_mlp, "token_mlp", UNGATED_MLP_KINDS)
+        mlp = as_mlp_layer(mlp, "mlp", UNGATED_MLP_KINDS)
+        self.token = TokenMixing(num_tokens, token_mlp_dim, nn.LayerNorm(in_dim), dropout, token_mlp)
+        self.channel = ChannelMixing(
+            in_dim, channel_mlp_dim, nn.LayerNorm(in_dim), out_dim=growth, dropout=dropout, mlp=mlp
+        )
 
     def forward(self, z: Tensor) -> Tensor:
         return self.channel(z + self.token(z))
@@ -415,7 +464,8 @@ class DenseMixer(nn.Module):
         self.embed = PatchEmbedding(c.in_channels, c.hidden_dim, c.patch_size)
         self.layers = nn.ModuleList(
             DenseMixerLayer(
-                c.num_patches, c.hidden_dim + i * c.growth, c.growth, c.token_mlp_dim, c.channel_mlp_dim, c.dropout
+                c.num_patches, c.hidden_dim + i * c.growth, c.growth, c.token_mlp_dim, c.channel_mlp_dim, c.dropout,
+                mlp=c.mlp, token_mlp=c.token_mlp,
             )
             for i in range(c.num_layers)
         )

@@ -15,7 +15,16 @@ final BN-ReLU, global average pooling and a linear classifier:
   (36.5M parameters, Table 6; 12 blocks -> "adds 12 parameters"), (2,4) is
   WRN-16-4, (8,1) WRN-52-1, (6,10) WRN-40-10. ``wrn_depth(n)`` converts.
 
-Gated variants (``gated=True``) wrap every block as
+Residual rule: ``rule="resnet"`` (default) or ``rule="gated"`` (the same
+names as :class:`~hacn_core.hacn.connectivity.ResidualStack`'s rules;
+``gated=True`` is the older spelling of ``rule="gated"``, and both keep
+working). Only these two (:data:`RESNET_RULES`) are built: the rules that
+add up the outputs of all layers (``acn``, ``hacn``, DenseFormer) need one
+shape throughout, but the first block of stages 2 and 3 changes channels and
+resolution; the other scaled residuals (ReZero, LAuReL) are not part of the
+Sec. 3.2 study.
+
+Gated variants (``rule="gated"``) wrap every block as
 ``u = g(k) f_r(h) + s(h)`` (``hacn_core.gates.GatedResidualLayer``): one ``k``
 per block, on the residual branch only. Where a block changes the number of
 channels or the resolution, ``s`` is a 1x1 convolution projection
@@ -38,13 +47,17 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
+from typing import TypedDict, Unpack
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hacn_core.gates import GATE_FUNCTIONS, GatedResidualLayer, ResidualLayer
+from hacn_core.hacn.connectivity import check_choice
 
 SHORTCUTS: tuple[str, ...] = ("projection", "zero_pad")
+#: the ResidualStack rules a pre-activation block can take (module docstring)
+RESNET_RULES: tuple[str, ...] = ("resnet", "gated")
 
 
 def wrn_depth(n: int) -> int:
@@ -57,6 +70,8 @@ class ResNetCifarConfig:
     """A pre-activation (wide) ResNet for 32x32 images (Sec. 3.2).
 
     ``blocks_per_stage`` is ``n``; ``widths`` the channels of the three stages.
+    ``rule`` (one of :data:`RESNET_RULES`) and ``gated`` say the same thing: give
+    either; after construction both are set (``rule=None`` reads ``gated``).
     """
 
     blocks_per_stage: int = 5
@@ -70,8 +85,15 @@ class ResNetCifarConfig:
     k_init: float = 1.0
     shortcut: str = "projection"
     bn_momentum: float = 0.1
+    rule: str | None = None
 
     def __post_init__(self) -> None:
+        if self.rule is None:
+            object.__setattr__(self, "rule", "gated" if self.gated else "resnet")
+        check_choice("rule", self.rule, RESNET_RULES)
+        if self.gated and self.rule != "gated":
+            raise ValueError(f"gated=True contradicts rule={self.rule!r}; give rule='gated' or gated=False")
+        object.__setattr__(self, "gated", self.rule == "gated")
         _positive_int("blocks_per_stage", self.blocks_per_stage)
         if len(self.widths) != 3:
             raise ValueError(f"widths={self.widths!r} must list the channels of the 3 stages")
@@ -93,6 +115,17 @@ class ResNetCifarConfig:
     def num_blocks(self) -> int:
         """Residual blocks (= gates of the gated variant): ``3n``."""
         return 3 * self.blocks_per_stage
+
+
+class ResNetOptions(TypedDict, total=False):
+    """Keyword options of :func:`preact_resnet` and :func:`wide_resnet`; defaults in :class:`ResNetCifarConfig`."""
+
+    rule: str
+    in_channels: int
+    g: str
+    k_init: float
+    shortcut: str
+    bn_momentum: float
 
 
 def _positive_int(field: str, value: object) -> None:
@@ -211,31 +244,15 @@ class ResNetCifar(nn.Module):
         return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())
 
 
-def preact_resnet(
-    n: int,
-    num_classes: int = 10,
-    gated: bool = False,
-    *,
-    in_channels: int = 3,
-    g: str = "relu",
-    k_init: float = 1.0,
-    shortcut: str = "projection",
-    bn_momentum: float = 0.1,
-) -> ResNetCifar:
-    """Pre-activation ResNet-(6n+2) for CIFAR, optionally gated (Table 3: "Resnet 5" is n = 5)."""
+def preact_resnet(n: int, num_classes: int = 10, gated: bool = False, **options: Unpack[ResNetOptions]) -> ResNetCifar:
+    """Pre-activation ResNet-(6n+2) for CIFAR, optionally gated (Table 3: "Resnet 5" is n = 5).
+
+    ``options``: :class:`ResNetOptions` (``rule``, ``in_channels``, ``g``, ``k_init``,
+    ``shortcut``, ``bn_momentum``), defaults as in :class:`ResNetCifarConfig`.
+    """
     _positive_int("n", n)
     return ResNetCifar(
-        ResNetCifarConfig(
-            blocks_per_stage=n,
-            widths=(16, 32, 64),
-            num_classes=num_classes,
-            in_channels=in_channels,
-            gated=gated,
-            g=g,
-            k_init=k_init,
-            shortcut=shortcut,
-            bn_momentum=bn_momentum,
-        )
+        ResNetCifarConfig(blocks_per_stage=n, widths=(16, 32, 64), num_classes=num_classes, gated=gated, **options)
     )
 
 
@@ -245,16 +262,12 @@ def wide_resnet(
     num_classes: int = 10,
     dropout: float = 0.0,
     gated: bool = False,
-    *,
-    in_channels: int = 3,
-    g: str = "relu",
-    k_init: float = 1.0,
-    shortcut: str = "projection",
-    bn_momentum: float = 0.1,
+    **options: Unpack[ResNetOptions],
 ) -> ResNetCifar:
     """WRN-depth-width (``depth = 6n + 4``), optionally gated and with dropout (Tables 3-6).
 
-    The paper's "Wide ResNet (4,10) + Dropout" is ``wide_resnet(28, 10, dropout=0.3)``.
+    The paper's "Wide ResNet (4,10) + Dropout" is ``wide_resnet(28, 10, dropout=0.3)``;
+    ``options`` as in :func:`preact_resnet`.
     """
     if not isinstance(depth, int) or isinstance(depth, bool) or depth < 10 or (depth - 4) % 6:
         raise ValueError(f"depth={depth!r} must be of the form 6n + 4 with n >= 1 (allowed: 10, 16, 22, 28, 34, 40, ...)")
@@ -264,19 +277,17 @@ def wide_resnet(
             blocks_per_stage=(depth - 4) // 6,
             widths=(16 * width, 32 * width, 64 * width),
             num_classes=num_classes,
-            in_channels=in_channels,
             dropout=dropout,
             gated=gated,
-            g=g,
-            k_init=k_init,
-            shortcut=shortcut,
-            bn_momentum=bn_momentum,
+            **options,
         )
     )
 
 
 __all__ = [
+    "RESNET_RULES",
     "SHORTCUTS",
+    "ResNetOptions",
     "ResNetCifarConfig",
     "ResNetCifar",
     "ZeroPadShortcut",

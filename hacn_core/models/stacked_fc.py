@@ -18,7 +18,9 @@ What stays exactly the same per member
     with (``a, b, c``) = (1, 0, 0) for ``plain``; (``g(k_l)``, ``1 - g(k_l)``, 0)
     for ``gated_plain``; for the residual kinds (1, 0, 0) on the first layer of
     a block and (1 or ``g(k_b)``, 0, 1) on its second, ``x_{l-1}`` being the
-    block's input. BatchNorm statistics are per member (channels of the
+    block's input. These are the four residual rules an ``FCNet`` takes
+    (``plain``, ``resnet``, ``gated_plain``, ``gated``; ``fc.RULE_OF_KIND``);
+    each member keeps its own, so one stacked model mixes rules. BatchNorm statistics are per member (channels of the
     flattened ``(batch, S * width)`` tensor). Gradients: the loss is the sum of
     the members' mean cross-entropies, so member ``s`` receives exactly the
     gradient of its own loss. NAdam (like Adam) updates every element on its
@@ -82,6 +84,7 @@ class StackedFCNet(nn.Module):
             raise ValueError(f"stem={first.stem!r} is not supported by StackedFCNet; allowed: linear")
         self.members = list(members)
         self.kinds = [m.config.kind for m in members]
+        self.rules = [m.config.rule for m in members]  # ResidualStack names of the kinds
         self.depth, self.width, self.g = first.depth, first.width, first.g
         self.bn_momentum = first.bn_momentum
         S, d = len(members), first.depth
