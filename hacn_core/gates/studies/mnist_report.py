@@ -390,4 +390,3 @@ def plot_removal(results: Sequence[RunResult]):
     right.legend(frameon=False, fontsize="small")
     fig.tight_layout()
     return fig
-
