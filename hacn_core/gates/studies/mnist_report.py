@@ -145,7 +145,8 @@ def claims(results: Sequence[RunResult]):
     add("Gated PlainNet has lower test error than ResNet at d >= 20 (and d = 2)", "Table 1",
         f"at d = {wins} of {pairs}", set(wins) >= deep_pairs if deep_pairs else None)
     deep = [d for d in depths if d >= 50 and ("plain", d) in err]
-    add("Plain networks fail to converge at d = 50 and 100 (test error 60% and 90%)", "Table 1",
+    failed = " and ".join(f"{paper_test_error('plain', d):.0f}%" for d in (50, 100))  # Table 1, rounded
+    add(f"Plain networks fail to converge at d = 50 and 100 (test error {failed})", "Table 1",
         ", ".join(f"d = {d}: {100 * err[('plain', d)]:.2f}%" for d in deep) or "no run at d >= 50",
         all(err[("plain", d)] > 0.5 for d in deep) if deep else None)
     gaps = {d: loss[("plain", d)] / loss[("gated_plain", d)] for d in depths
