@@ -1,4 +1,4 @@
-"""Residual gates on CIFAR (Sec. 3.2): augmentation, recipes, k decay, parameter counts, configs."""
+"""Residual gates on CIFAR (Sec. 3.2): augmentation, recipes, k decay, parameter counts, configs, report."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from hacn_core import gates
 from hacn_core.engine.data import missing_files
 from hacn_core.gates.studies import cifar as gc
+from hacn_core.gates.studies import cifar_report as gcr
 from hacn_core.engine.optim import param_groups
 from hacn_core.engine.training import optimizer_for, schedule_for
 from hacn_core.paper_items import PAPER_ITEMS
@@ -167,7 +168,7 @@ def test_every_own_table_cell_is_linked_and_only_at_the_paper_setting():
         assert link.where["dataset"] in ("CIFAR10", "CIFAR100")
         if link.metric == "test_error":
             cell = (link.where["dataset"], link.where["model"], link.where["variant"])
-            assert gc.paper_value(*cell) == PAPER_ITEMS_BY_ID[link.item].paper_value
+            assert gcr.paper_value(*cell) == PAPER_ITEMS_BY_ID[link.item].paper_value
     paper = exp.runs("paper")
     assert len(paper) == 66 and {c["seed"] for c in paper} == {0, 1, 2}
     assert {(c["model"] == "resnet5", c["epochs"]) for c in paper} == {(True, 164), (False, 200)}
@@ -223,6 +224,6 @@ def test_cost_table_reads_wall_time_off_the_runs():
     for seed, seconds in ((0, 120.0), (1, 180.0)):
         config = gc.smoke_configs()[0] | {"seed": seed}
         runs.append(RunResult(gc.EXPERIMENT_ID, config, config_hash(config), seed, {"wall_time_s": seconds}))
-    table = gc.cost_table(runs)
+    table = gcr.cost_table(runs)
     assert table.iloc[0]["runs"] == 2 and table.iloc[0]["minutes per run"] == 2.5
     assert table.iloc[-1]["network"] == "all" and table.iloc[-1]["minutes in all"] == 5.0

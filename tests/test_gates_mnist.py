@@ -1,4 +1,4 @@
-"""The residual-gates MNIST experiment (Residual Gates, Sec. 3.1): configs, training run, tables.
+"""The residual-gates MNIST experiment (Residual Gates, Sec. 3.1): configs, training run, report tables.
 
 MNIST itself is replaced by a tiny synthetic set of the same shape (784 features
 in [0, 1], 10 classes), so the tests need no data and stay fast.
@@ -12,11 +12,29 @@ import torch
 
 from hacn_core import gates
 from hacn_core.gates.studies import mnist as gm
+from hacn_core.gates.studies import mnist_report as gr
 from hacn_core.catalog import get
-from hacn_core.models.fc import mnist_fc
+from hacn_core.models.fc import KINDS, mnist_fc
 from hacn_core.paper_items import item
 from hacn_core.engine.results import RunContext, RunResult, config_hash
 from hacn_core.engine.training import evaluate
+
+# Residual Gates Table 1 (test error %) and Table 2 (mean final k), as the study typed them before
+# hacn_core.paper_items became their one source: the report must show exactly these values.
+TABLE1 = {
+    2: {"plain": 2.29, "resnet": 2.20, "gated_plain": 2.04, "gated_resnet": 2.17},
+    10: {"plain": 2.22, "resnet": 1.64, "gated_plain": 1.78, "gated_resnet": 1.60},
+    20: {"plain": 2.21, "resnet": 1.61, "gated_plain": 1.59, "gated_resnet": 1.57},
+    50: {"plain": 60.37, "resnet": 1.62, "gated_plain": 1.36, "gated_resnet": 1.48},
+    100: {"plain": 90.20, "resnet": 1.50, "gated_plain": 1.29, "gated_resnet": 1.26},
+}
+TABLE2 = {
+    2: {"gated_plain": 10.57, "gated_resnet": 5.58},
+    10: {"gated_plain": 1.19, "gated_resnet": 2.54},
+    20: {"gated_plain": 0.64, "gated_resnet": 1.73},
+    50: {"gated_plain": 0.46, "gated_resnet": 1.04},
+    100: {"gated_plain": 0.41, "gated_resnet": 0.67},
+}
 
 PAPER_KEYS = {
     "dataset": "MNIST", "width": 50, "optimizer": "nadam", "lr": 0.002, "betas": [0.9, 0.999],
@@ -115,10 +133,12 @@ def test_links_point_at_existing_paper_items_with_the_papers_values():
         it = item(link.item)  # raises for an unknown id
         if link.item.startswith("gates/table1/"):
             kind, depth = link.where["kind"], link.where["depth"]
-            assert it.paper_value == gm.PAPER_TABLE1[depth][kind]
+            assert it.paper_value == TABLE1[depth][kind]
             assert (link.metric, link.scale, link.tolerance) == ("test_error", 100.0, 0.3)
         if link.item.startswith("gates/table2/"):
-            assert it.paper_value == gm.PAPER_TABLE2[link.where["depth"]][link.where["kind"]]
+            kind, depth = link.where["kind"], link.where["depth"]
+            assert it.paper_value == TABLE2[depth][kind]
+            assert (link.metric, link.tolerance) == ("mean_k", round(0.2 * TABLE2[depth][kind], 4))
     assert sum(link.item.startswith("gates/table1/") for link in exp.links) == 20
     assert sum(link.item.startswith("gates/table2/") for link in exp.links) == 10
 
@@ -240,12 +260,26 @@ def _result(kind: str, depth: int, seed: int, error: float, mean_k: float | None
 def test_tables_put_the_papers_values_beside_ours():
     results = [_result("resnet", 10, s, e) for s, e in ((0, 0.016), (1, 0.018))]
     results += [_result("gated_plain", 10, 0, 0.017, mean_k=1.5)]
-    t1 = gm.table1(results)
+    t1 = gr.table1(results)
     row = t1[t1.kind == "ResNet"].iloc[0]
     assert (row.paper, row.seeds) == (1.64, 2) and row.ours == pytest.approx(1.7)
     assert row["ours - paper"] == pytest.approx(0.06)
-    t2 = gm.table2(results)
+    t2 = gr.table2(results)
     assert list(t2.kind) == ["Gated PlainNet"] and t2.iloc[0].paper == 1.19 and t2.iloc[0].ours == 1.5
+
+
+def test_report_tables_show_every_cell_of_tables_1_and_2():
+    results = [_result(k, d, 0, 0.02, mean_k=1.0 if k in gm.GATED_KINDS else None) for d in gm.DEPTHS
+               for k in KINDS]
+    labels = {v: k for k, v in gr.KIND_LABELS.items()}
+    t1 = gr.table1(results)
+    assert len(t1) == 20
+    assert {(row.d, labels[row.kind]): row.paper for row in t1.itertuples()} == {
+        (d, k): v for d, row in TABLE1.items() for k, v in row.items()}
+    t2 = gr.table2(results)
+    assert len(t2) == 10
+    assert {(row.d, labels[row.kind]): row.paper for row in t2.itertuples()} == {
+        (d, k): v for d, row in TABLE2.items() for k, v in row.items()}
 
 
 def test_claims_read_the_papers_statements_off_the_runs():
@@ -253,7 +287,7 @@ def test_claims_read_the_papers_statements_off_the_runs():
     results += [_result("gated_plain", d, 0, e, mean_k=k) for d, e, k in ((2, 0.02, 5.0), (50, 0.015, 0.5))]
     for r in results:
         r.metrics["train_loss"] = {"plain": 0.1, "gated_plain": 0.01}[r.config["kind"]] * (r.config["depth"] / 2)
-    table = gm.claims(results).set_index("claim")
+    table = gr.claims(results).set_index("claim")
     assert table.loc["Gated PlainNet has lower test error than Plain at every depth", "holds"]
     assert table.loc["Plain networks fail to converge at d = 50 and 100 (test error 60% and 90%)", "holds"]
     assert table.loc["Mean k of Gated PlainNet decreases with depth", "holds"]
@@ -267,20 +301,20 @@ def test_cost_table_reads_seconds_per_epoch_off_the_runs():
         r = _result(kind, 10, 0, 0.02)
         r.curves["time_s"] = times  # cumulative: first epoch 2 s then 1 s each (plain); 10 then 2 (resnet)
         runs.append(r)
-    assert gm.epoch_seconds(runs[0]) == 1.0 and gm.epoch_seconds(runs[1]) == 2.0
-    frame, summary = gm.cost_table(runs)
+    assert gr.epoch_seconds(runs[0]) == 1.0 and gr.epoch_seconds(runs[1]) == 2.0
+    frame, summary = gr.cost_table(runs)
     assert frame.loc[10, "Plain"] == 1.0 and frame.loc["sum over d", "ResNet"] == 2.0
     assert summary[f"all cells x {gm.PAPER_EPOCHS} epochs (paper, one seed), minutes"] == pytest.approx(300 / 60)
 
 
 def test_gate_gradients_at_init_measure_every_gate():
     data = _fake_mnist(True)
-    one = gm.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)
+    one = gr.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)
     assert one["mean_abs"].shape == (6,) and np.all(one["sign_agreement"] == 1.0)  # one batch: one sign
-    many = gm.gate_gradients_at_init("gated_plain", 6, batches=8, data=data)
+    many = gr.gate_gradients_at_init("gated_plain", 6, batches=8, data=data)
     assert np.all((many["sign_agreement"] >= 0) & (many["sign_agreement"] <= 1)) and np.all(many["mean_abs"] > 0)
     # the first batch is the same draw, so its gradient is the one-batch result
-    assert gm.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)["mean_abs"] == pytest.approx(
+    assert gr.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)["mean_abs"] == pytest.approx(
         one["mean_abs"])
-    table = gm.gate_gradient_table((3, 6), batches=2, data=data)
+    table = gr.gate_gradient_table((3, 6), batches=2, data=data)
     assert list(table.index) == [3, 6] and "sign agreement last third" in table.columns

@@ -1,4 +1,4 @@
-"""The H-ACN Mixer experiment: configurations, data, measurements and the tables read off runs."""
+"""The H-ACN Mixer experiment: configurations, data, measurements, and the report's tables read off runs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from torch import nn
 from hacn_core import paper_items
 from hacn_core.hacn.connectivity import total_connectivity_strength
 from hacn_core.hacn.studies import mixer as hm
+from hacn_core.hacn.studies import mixer_report as hmr
 from hacn_core.catalog import get
 from hacn_core.engine.results import RunContext, RunResult, config_hash
 
@@ -91,8 +92,10 @@ def test_links_point_at_existing_items():
     exp = get(hm.EXPERIMENT_ID)
     for link in exp.links:
         paper_items.item(link.item)  # raises for an unknown id
-    assert paper_items.item("hacn/table2/mixer-mu0.25").paper_value == hm.PAPER_TABLE2[0.25]
-    assert paper_items.item("hacn/table3/cifar2-gamma").paper_value == hm.PAPER_TABLE3["CIFAR-2"]
+    assert [paper_items.item(hm.table2_item(mu)).id for mu in hm.TABLE2_MUS] == [
+        "hacn/table2/mixer-mu0.25", "hacn/table2/mixer-mu0.75", "hacn/table2/mixer-mu1"]
+    assert [paper_items.item(hm.table3_item(c)).id for c in (2, 10)] == [
+        "hacn/table3/cifar2-gamma", "hacn/table3/cifar10-gamma"]
 
 
 # ----------------------------------------------------------------------------- data and measurements
@@ -172,16 +175,21 @@ def _result(rule: str, seed: int, acc: float, alphas, classes: int = 10, mu: flo
 def test_tables_put_the_papers_values_beside_ours():
     results = [_result("hacn", s, a, [0.3, 0.2, 0.1 + 0.01 * s]) for s, a in ((0, 0.90), (1, 0.92))]
     results += [_result("hacn", 0, 0.88, [0.1, 0.1, 0.1], classes=2), _result("resnet", 0, 0.9, None, mu=None)]
-    t2 = hm.table2(results)
+    t2 = hmr.table2(results)
     assert t2.loc[0.25, "paper (CIFAR-10, %)"] == 90.2 and t2.loc[0.25, "ours (%)"].startswith("91.0 ± ")
     assert t2.loc[0.75, "ours (%)"] == "-"
-    t3 = hm.table3(results)
+    # H-ACN Table 2 and Table 3 as the study typed them before hacn_core.paper_items became their one source
+    assert t2["paper (CIFAR-10, %)"].to_dict() == {0.25: 90.2, 0.75: 89.7, 1.0: 88.7}
+    t3 = hmr.table3(results)
     assert t3.loc["2 classes", "paper Gamma"] == 0.326 and t3.loc["2 classes", "ours Gamma"] == "0.100 (n=1)"
-    corr = hm.seed_correlations(results)
+    assert t3.set_index("paper task")["paper Gamma"].to_dict() == {"CIFAR-2": 0.326, "CIFAR-10": 0.428,
+                                                                   "ImageNet": 0.930}
+    corr = hmr.seed_correlations(results)
+    assert (corr["paper (Mixer/CIFAR-10, %)"] == 92.0).all()  # Sec. 4, "Robustness of initialization"
     assert corr.loc["all L weights", "seed pairs"] == 1
     assert corr.loc["all L weights", "mean Pearson (%)"] == pytest.approx(
         100 * np.corrcoef([0.3, 0.2, 0.1], [0.3, 0.2, 0.11])[0, 1])
-    table = hm.comparison_table(results)
+    table = hmr.comparison_table(results)
     assert list(table.index) == ["ResNet", "H-ACN"] and table.loc["ResNet", "Gamma"] == "-"
 
 

@@ -6,6 +6,7 @@ layer rules), the round trip of the weights, resumption, and bad input.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -14,7 +15,9 @@ import torch.nn.functional as F
 
 from hacn_core import catalog
 from hacn_core.engine.results import run_or_load
+from hacn_core.engine.training import NonFiniteLossError, load_checkpoint
 from hacn_core.gates.studies import mnist as gm
+from hacn_core.gates.studies import mnist_report as gr
 from hacn_core.models.fc import KINDS, mnist_fc
 from hacn_core.models.stacked_fc import StackedFCNet
 from hacn_core.engine.results import ResultsStore
@@ -173,11 +176,46 @@ def test_interrupted_stacked_run_resumes_to_the_same_result(tmp_path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         gm.train_gates_mnist_stacked(configs, tmp_path / "b", progress=False, checkpoint_every_s=0.0)
     assert (tmp_path / "b" / "stacked.pt").exists()
+    ck = load_checkpoint(tmp_path / "b" / "stacked.pt")  # the engine's layout (save_training_checkpoint)
+    assert ck["position"] == {"epoch": 1, "step_in_epoch": 0, "global_step": 2, "finished": False}
+    assert ck["rng"][0]["torch"].dtype == torch.uint8 and len(ck["curves"]) == len(configs)
     monkeypatch.setattr(gm, "_stacked_test_errors", real)
     resumed = gm.train_gates_mnist_stacked(configs, tmp_path / "b", progress=False)
     for a, b in zip(straight, resumed):
         assert a["metrics"] == b["metrics"]
         assert a["curves"]["train_loss"] == b["curves"]["train_loss"]
+
+
+def test_non_finite_loss_of_one_member_stops_the_stacked_run_like_fit(tmp_path, monkeypatch):
+    configs = [_tiny("plain", 0), _tiny("gated_resnet", 0)]
+    real = StackedFCNet.member_losses
+
+    def run(poison: bool) -> dict:
+        """Train; the 4th loss evaluation (step 3) sees member 1's loss poisoned or the weights recorded."""
+        seen = {"calls": 0}
+
+        def member_losses(self, logits, y):
+            losses = real(self, logits, y)
+            seen["calls"] += 1
+            if seen["calls"] == 4:
+                seen["before"] = {k: v.clone() for k, v in self.state_dict().items()}
+                if poison:
+                    losses = losses * torch.tensor([1.0, float("nan")])
+            return losses
+
+        monkeypatch.setattr(StackedFCNet, "member_losses", member_losses)
+        with pytest.raises(NonFiniteLossError) if poison else contextlib.nullcontext() as err:
+            gm.train_gates_mnist_stacked(configs, tmp_path / str(poison), progress=False)
+        return {"err": err, **seen}
+
+    clean, bad = run(poison=False), run(poison=True)
+    err = bad["err"].value
+    assert str(err).startswith("non-finite training loss nan of member 1 (gated_resnet, seed 0) at step 3 (epoch 1)")
+    assert (err.step, err.epoch) == (3, 1) and err.checkpoint == tmp_path / "True" / "nonfinite.pt"
+    ck = load_checkpoint(err.checkpoint)
+    assert ck["position"]["global_step"] == 3
+    for key, value in clean["before"].items():  # the state before the bad update: three good steps
+        assert torch.equal(ck["model"][key], value), key
 
 
 def test_run_with_stacked_needs_an_engine(tmp_path):
@@ -187,10 +225,10 @@ def test_run_with_stacked_needs_an_engine(tmp_path):
 
 def test_stacked_clocks_stay_out_of_the_per_run_cost_table(stored_pair):
     single, stacked = stored_pair["single"], stored_pair["stacked"]
-    alone, _ = gm.cost_table(single)
-    mixed, _ = gm.cost_table(single + stacked)
+    alone, _ = gr.cost_table(single)
+    mixed, _ = gr.cost_table(single + stacked)
     assert alone.equals(mixed)
-    groups = gm.stacked_groups(single + stacked)
+    groups = gr.stacked_groups(single + stacked)
     assert len(groups) == 1
     row = groups.iloc[0]
     assert (row["runs"], row["wall minutes (group)"], row["minutes per run"]) == (4, 1.0, 0.2)

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import shutil
+
+import numpy as np
 
 import pytest
 import torch
@@ -312,6 +315,54 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert torch.equal(load_checkpoint(path)["v"], torch.ones(3))
     assert os.listdir(tmp_path) == ["last.pt"]
+
+
+def test_training_checkpoint_helpers_restore_optimizer_and_random_states(tmp_path):
+    """The pieces of fit's checkpoint that other loops (the stacked MNIST engine) reuse."""
+    X, y = make_data(20)
+    model = GatedNet()
+    opt = torch.optim.NAdam(model.parameters(), lr=1e-2)
+    F.cross_entropy(model(X), y).backward()
+    opt.step()
+    torch.manual_seed(3)
+    random.seed(3)
+    np.random.seed(3)
+    other = training.rng_state() | {"torch": torch.Generator().manual_seed(11).get_state()}
+    position = {"epoch": 1, "step_in_epoch": 0, "global_step": 2, "finished": False}
+    path = training.save_training_checkpoint(tmp_path / "c.pt", model, opt, position=position, curves={"a": [1.0]},
+                                             wall_time_s=2.5, rngs=[training.rng_state(), other], members=2)
+    draws = (torch.rand(3), random.random(), np.random.rand())
+    ck = load_checkpoint(path)
+    assert (ck["position"], ck["curves"], ck["wall_time_s"], ck["members"]) == (position, {"a": [1.0]}, 2.5, 2)
+    fresh = GatedNet(seed=5)
+    fresh.load_state_dict(ck["model"])  # the caller loads the model, then builds the optimizer over it
+    fresh_opt = torch.optim.NAdam(fresh.parameters(), lr=1e-2)
+    training.restore_training_checkpoint(ck, fresh_opt)
+    again = (torch.rand(3), random.random(), np.random.rand())
+    assert torch.equal(draws[0], again[0]) and draws[1:] == again[1:]  # rank 0's streams continue as saved
+    for a, b in zip(opt.state.values(), fresh_opt.state.values()):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    training.restore_training_checkpoint(ck, fresh_opt, rank=1, world_size=2)  # each rank its own stream
+    assert torch.equal(torch.rand(2), torch.rand(2, generator=torch.Generator().manual_seed(11)))
+    training.restore_training_checkpoint(ck, fresh_opt, rank=1, world_size=3)  # another world size: rank 0's
+    assert torch.equal(torch.rand(3), draws[0])
+
+
+def test_progress_bar_and_nonfinite_helpers(tmp_path, monkeypatch):
+    monkeypatch.delenv("HACN_QUIET", raising=False)
+    bar = training.progress_bar(5, desc="x", unit="epoch")
+    assert (bar.total, bar.unit) == (5, "epoch")
+    bar.close()
+    assert training.progress_bar(5, desc="x", progress=False) is None
+    monkeypatch.setenv("HACN_QUIET", "1")
+    assert training.progress_bar(5, desc="x", progress=True) is None
+    assert training.first_nonfinite([1.0, 2.0]) is None
+    assert training.first_nonfinite([1.0, float("nan"), float("inf")]) == 1
+    assert training.first_nonfinite(iter([float("-inf")])) == 0
+    assert training.nonfinite_checkpoint_path(tmp_path) == tmp_path / "nonfinite.pt"
+    temporary = training.nonfinite_checkpoint_path(None)
+    assert temporary.name == "nonfinite.pt" and temporary.parent.is_dir() and not any(temporary.parent.iterdir())
+    temporary.parent.rmdir()
 
 
 # ----------------------------------------------------------------------------- NaN guard

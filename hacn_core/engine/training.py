@@ -39,6 +39,13 @@ Hot path
     device and are read every ``sync_every`` steps (finite check, progress bar,
     epoch loss). On CPU there is nothing to synchronise with, so every step's
     loss is checked before the optimizer update.
+
+Shared pieces
+    A loop that cannot go through ``fit`` (the stacked engine of the MNIST
+    residual-gates study) reuses its bookkeeping: ``save_training_checkpoint``
+    and ``restore_training_checkpoint`` (atomic checkpoint with every random
+    state), ``first_nonfinite``, ``nonfinite_checkpoint_path`` and
+    :class:`NonFiniteLossError` (the NaN guard), and ``progress_bar``.
 """
 
 from __future__ import annotations
@@ -86,10 +93,17 @@ __all__ = [
     "accuracy",
     "epoch_permutation",
     "evaluate",
+    "first_nonfinite",
     "fit",
     "load_checkpoint",
+    "nonfinite_checkpoint_path",
+    "progress_bar",
     "resolve_device",
+    "restore_training_checkpoint",
+    "rng_state",
     "save_checkpoint",
+    "save_training_checkpoint",
+    "set_rng_state",
     "steps_per_epoch",
 ]
 
@@ -115,10 +129,12 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite.
 
     ``step`` is the optimizer step (0-based: the ``step + 1``-th update) whose loss
-    was not finite, ``checkpoint`` the file saved for inspection (or None).
+    was not finite, ``checkpoint`` the file saved for inspection (or None);
+    ``detail`` names what diverged when a loop trains several models at once.
     """
 
-    def __init__(self, step: int, epoch: int, loss: float, checkpoint: Path | None, saved_step: int) -> None:
+    def __init__(self, step: int, epoch: int, loss: float, checkpoint: Path | None, saved_step: int,
+                 detail: str = "") -> None:
         self.step, self.epoch, self.loss, self.checkpoint = step, epoch, loss, checkpoint
         if checkpoint is None:
             where = "rank 0 saved the checkpoint"
@@ -126,7 +142,8 @@ class NonFiniteLossError(RuntimeError):
             where = f"saved the state before that update to {checkpoint}"
         else:
             where = f"saved the state before update {saved_step} to {checkpoint}"
-        super().__init__(f"non-finite training loss {loss} at step {step} (epoch {epoch}); {where}")
+        what = f" of {detail}" if detail else ""
+        super().__init__(f"non-finite training loss {loss}{what} at step {step} (epoch {epoch}); {where}")
 
 
 # ----------------------------------------------------------------------------- config
@@ -570,6 +587,23 @@ def _quiet(progress: bool | None) -> bool:
     return progress is False or os.environ.get(QUIET_ENV, "") not in ("", "0")
 
 
+def progress_bar(total: int, *, desc: str, initial: int = 0, unit: str = "step", progress: bool | None = None):
+    """A tqdm bar for a training loop, or None when ``progress`` is False or ``$HACN_QUIET`` is set.
+
+    The loop advances it with ``bar.update(done - bar.n)`` and closes it at the end.
+    """
+    if _quiet(progress):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit=unit, dynamic_ncols=True, desc=desc, leave=True)
+
+
+def first_nonfinite(values: Iterable[float]) -> int | None:
+    """The NaN guard's test: index of the first NaN or infinite value, None when every value is finite."""
+    return next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+
+
 # ----------------------------------------------------------------------------- checkpoints
 
 
@@ -594,14 +628,59 @@ def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint written by :func:`fit` (safe ``weights_only`` unpickling).
 
-    Keys: ``model`` (state dict), ``optimizer``, ``schedule``, ``scaler``, ``rng``,
-    ``position`` (``epoch``, ``step_in_epoch``, ``global_step``, ``finished``),
-    ``curves``, ``config``.
+    Keys (:func:`save_training_checkpoint`): ``model`` (state dict), ``optimizer``,
+    ``rng``, ``position`` (``epoch``, ``step_in_epoch``, ``global_step``,
+    ``finished``), ``curves``, ``wall_time_s``; from :func:`fit` also ``schedule``,
+    ``scaler``, ``config``, ``epoch_loss``, ``callbacks``, ``world_size``.
     """
     return torch.load(Path(path), map_location=map_location, weights_only=True)
 
 
-def _rng_state() -> dict[str, Any]:
+def save_training_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer, *,
+                             position: Mapping[str, Any], curves: Mapping[str, list], wall_time_s: float,
+                             rngs: Sequence[Mapping[str, Any]] | None = None, **extra: Any) -> Path:
+    """Checkpoint a training loop atomically (:func:`save_checkpoint`); returns the path.
+
+    Stores the model and optimizer states, the random states (``rngs``: one per
+    rank, default this process's :func:`rng_state`), the loop's ``position``
+    (``epoch``, ``step_in_epoch``, ``global_step``, ``finished``), its curves and
+    wall time, and the caller's ``extra`` entries. The inverse is
+    :func:`load_checkpoint` then :func:`restore_training_checkpoint`.
+    """
+    return save_checkpoint({
+        "format": 1,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "rng": list(rngs) if rngs is not None else [rng_state()],
+        "position": dict(position),
+        "curves": curves,
+        "wall_time_s": float(wall_time_s),
+        **extra,
+    }, path)
+
+
+def restore_training_checkpoint(ckpt: Mapping[str, Any], optimizer: torch.optim.Optimizer, *, rank: int = 0,
+                                world_size: int = 1) -> None:
+    """Load the optimizer state and the random states of a loaded checkpoint.
+
+    The random states are ``rank``'s own when the checkpoint has ``world_size``
+    of them, else rank 0's (a resume on another number of ranks: not bit-exact).
+    The caller loads the model first: a module may resize its parameters on
+    load, and the optimizer must be built over those.
+    """
+    optimizer.load_state_dict(ckpt["optimizer"])
+    rngs = ckpt["rng"]
+    set_rng_state(rngs[rank] if len(rngs) == world_size else rngs[0])
+
+
+def nonfinite_checkpoint_path(directory: str | os.PathLike | None) -> Path:
+    """Where the NaN guard saves the state before the bad update: ``nonfinite.pt`` in ``directory``,
+    or in a fresh temporary folder (named in :class:`NonFiniteLossError`) when there is none."""
+    folder = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="hacn-nonfinite-"))
+    return folder / NONFINITE_NAME
+
+
+def rng_state() -> dict[str, Any]:
     """Every random state a step can touch, in plain types (loadable with weights_only)."""
     version, mt, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
@@ -617,7 +696,8 @@ def _rng_state() -> dict[str, Any]:
     return state
 
 
-def _set_rng_state(state: Mapping[str, Any]) -> None:
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    """Inverse of :func:`rng_state`: Python, NumPy, torch and the accelerators present."""
     version, mt, gauss = state["python"]
     random.setstate((version, tuple(mt), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy"]
@@ -919,7 +999,6 @@ class _Run:
         return ckpt
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(ckpt["optimizer"])
         self.schedule.load_state_dict(ckpt["schedule"])
         if self.scaler is not None and ckpt.get("scaler"):
             self.scaler.load_state_dict(ckpt["scaler"])
@@ -932,9 +1011,7 @@ class _Run:
         for cb, state in zip(self.callbacks, ckpt.get("callbacks", [])):
             if state is not None and hasattr(cb, "load_state_dict"):
                 cb.load_state_dict(state)
-        rngs = ckpt["rng"]
-        # same world size: each rank its own stream; otherwise rank 0's (not bit-exact)
-        _set_rng_state(rngs[self.rank] if len(rngs) == self.world else rngs[0])
+        restore_training_checkpoint(ckpt, self.optimizer, rank=self.rank, world_size=self.world)
 
     # -- checkpoints -------------------------------------------------------------------
 
@@ -944,13 +1021,15 @@ class _Run:
         Without a ``checkpoint_dir`` only the non-finite-loss checkpoint is written,
         into a fresh temporary folder (named in the error).
         """
-        directory = self.ckpt_dir
-        if directory is None:
-            if name != NONFINITE_NAME:
-                return None
-            directory = Path(tempfile.mkdtemp(prefix="hacn-nonfinite-")) if self.rank == 0 else None
+        if name == NONFINITE_NAME:
+            on_disk = self.ckpt_dir is not None or self.rank == 0  # a temporary folder on rank 0 only
+            path = nonfinite_checkpoint_path(self.ckpt_dir) if on_disk else None
+        elif self.ckpt_dir is None:
+            return None
+        else:
+            path = self.ckpt_dir / name
         self._flush()
-        rng = _rng_state()
+        rng = rng_state()
         if self.world > 1:
             import torch.distributed as dist
 
@@ -958,24 +1037,19 @@ class _Run:
             dist.all_gather_object(rngs, rng)
         else:
             rngs = [rng]
-        path = directory / name if directory is not None else None
         if path is not None and self.rank == 0:
-            save_checkpoint({
-                "format": 1,
-                "config": self.cfg.to_dict(),
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "schedule": self.schedule.state_dict(),
-                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-                "rng": rngs,
-                "position": {"epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
-                             "global_step": self.global_step, "finished": self.finished},
-                "epoch_loss": [self.loss_sum, self.loss_n],
-                "curves": self.curves,
-                "callbacks": [cb.state_dict() if hasattr(cb, "state_dict") else None for cb in self.callbacks],
-                "wall_time_s": self._wall(),
-                "world_size": self.world,
-            }, path)
+            save_training_checkpoint(
+                path, self.model, self.optimizer,
+                position={"epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
+                          "global_step": self.global_step, "finished": self.finished},
+                curves=self.curves, wall_time_s=self._wall(), rngs=rngs,
+                config=self.cfg.to_dict(),
+                schedule=self.schedule.state_dict(),
+                scaler=self.scaler.state_dict() if self.scaler is not None else None,
+                epoch_loss=[self.loss_sum, self.loss_n],
+                callbacks=[cb.state_dict() if hasattr(cb, "state_dict") else None for cb in self.callbacks],
+                world_size=self.world,
+            )
         if self.world > 1:
             import torch.distributed as dist
 
@@ -997,7 +1071,7 @@ class _Run:
             values = [pending[0][0].item()]
         else:
             values = torch.stack([p[0].float() for p in pending]).tolist()
-        bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+        bad = first_nonfinite(values)
         if self.world > 1:
             import torch.distributed as dist
 
@@ -1083,12 +1157,8 @@ class _Run:
     def run(self) -> TrainResult:
         cfg = self.cfg
         self.last_ckpt_time = time.monotonic()
-        bar = None
-        if not self.quiet:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=self.total_steps, initial=self.global_step, unit="step", dynamic_ncols=True,
-                       desc=f"train {cfg.optimizer} lr={cfg.lr:g}", leave=True)
+        bar = progress_bar(self.total_steps, initial=self.global_step, desc=f"train {cfg.optimizer} lr={cfg.lr:g}",
+                           progress=not self.quiet)
         self.bar = bar
         self.bar_time, self.bar_step = time.monotonic(), self.global_step
         ckpt_secs = cfg.checkpoint_every_minutes * 60 if cfg.checkpoint_every_minutes else None

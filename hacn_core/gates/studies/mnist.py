@@ -45,18 +45,22 @@ Profiles
     ``paper``: 4 kinds x 5 depths x seeds 0, 1, 2, 100 epochs (60 runs; the
     paper does not say how many runs its tables average, so three seeds).
     ``book``: seed 0 of every kind and depth at a reduced number of epochs
-    (``BOOK_EPOCHS`` = 20; ``cost_table`` reads the seconds per epoch off the runs), because one seed of the
-    full study takes 4.5-7.5 CPU-hours on this 2-core machine and 20 epochs
-    about 55-90 CPU-minutes. ``smoke``: d in {2, 10}, two epochs on a
-    4,000-image subset.
+    (``BOOK_EPOCHS`` = 20; ``mnist_report.cost_table`` reads the seconds per
+    epoch off the runs), because one seed of the full study takes 4.5-7.5
+    CPU-hours on this 2-core machine and 20 epochs about 55-90 CPU-minutes.
+    ``smoke``: d in {2, 10}, two epochs on a 4,000-image subset.
+
+This module is the study: the setting, the configurations, the training
+(one network at a time with ``fit``, or many at once with the stacked
+engine) and the ``EXPERIMENT``. What the chapter shows of the runs (Tables
+1-2 beside the paper's values, the claims, the figures) is in
+:mod:`hacn_core.gates.studies.mnist_report`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,29 +72,33 @@ import torch
 from hacn_core import gates
 from hacn_core.engine.data import image_tensors
 from hacn_core.engine.registry import Experiment, Link, with_overrides
-from hacn_core.engine.stats import cell_means
-from hacn_core.engine.tables import ClaimTable
-from hacn_core.models.fc import KINDS, mnist_fc
-from hacn_core.models.stacked_fc import StackedFCNet
-from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import (
     Callback,
+    NonFiniteLossError,
     TrainConfig,
     TrainState,
     epoch_permutation,
     evaluate,
+    first_nonfinite,
     fit,
     load_checkpoint,
+    nonfinite_checkpoint_path,
+    progress_bar,
     resolve_device,
-    save_checkpoint,
+    restore_training_checkpoint,
+    save_training_checkpoint,
     steps_per_epoch,
 )
+from hacn_core.models.fc import KINDS, mnist_fc
+from hacn_core.models.stacked_fc import StackedFCNet
+from hacn_core.paper_items import item
 
 EXPERIMENT_ID = "gates-mnist"
 DEPTHS: tuple[int, ...] = (2, 10, 20, 50, 100)  # the paper's d (Table 1)
 PAPER_SEEDS: tuple[int, ...] = (0, 1, 2)
 PAPER_EPOCHS = 100
-BOOK_EPOCHS = 20  # about 90 CPU-minutes for the 20 runs on one thread (see cost_table)
+BOOK_EPOCHS = 20  # about 90 CPU-minutes for the 20 runs on one thread (mnist_report.cost_table)
 SMOKE_DEPTHS: tuple[int, ...] = (2, 10)
 SMOKE_TRAIN_SUBSET = 4000
 RESIDUAL_KINDS: tuple[str, ...] = ("resnet", "gated_resnet")
@@ -99,24 +107,9 @@ NADAM_MOMENTUM_DECAY = 0.004  # torch.optim.NAdam's default = Keras Nadam's sche
 RANDOM_REMOVAL_ORDERS = 5  # random pruning orders averaged for Fig. 5 (right); the paper shows one curve
 SUBSET_SEED = 0  # the training subset (smoke) is the same for every run
 
-# The paper's numbers, in the order of KINDS (Table 1: test error %, Table 2: mean k).
+# How the paper-item ids of Tables 1-2 spell each kind (the values: hacn_core.paper_items, read by mnist_report).
 _ARCH_SLUG = {"plain": "plain", "resnet": "resnet", "gated_plain": "gated-plain", "gated_resnet": "gated-resnet"}
-KIND_LABELS = {"plain": "Plain", "resnet": "ResNet", "gated_plain": "Gated PlainNet", "gated_resnet": "Gated ResNet"}
-PAPER_TABLE1: dict[int, dict[str, float]] = {
-    2: {"plain": 2.29, "resnet": 2.20, "gated_plain": 2.04, "gated_resnet": 2.17},
-    10: {"plain": 2.22, "resnet": 1.64, "gated_plain": 1.78, "gated_resnet": 1.60},
-    20: {"plain": 2.21, "resnet": 1.61, "gated_plain": 1.59, "gated_resnet": 1.57},
-    50: {"plain": 60.37, "resnet": 1.62, "gated_plain": 1.36, "gated_resnet": 1.48},
-    100: {"plain": 90.20, "resnet": 1.50, "gated_plain": 1.29, "gated_resnet": 1.26},
-}
-PAPER_TABLE2: dict[int, dict[str, float]] = {
-    2: {"gated_plain": 10.57, "gated_resnet": 5.58},
-    10: {"gated_plain": 1.19, "gated_resnet": 2.54},
-    20: {"gated_plain": 0.64, "gated_resnet": 1.73},
-    50: {"gated_plain": 0.46, "gated_resnet": 1.04},
-    100: {"gated_plain": 0.41, "gated_resnet": 0.67},
-}
-TABLE1_TOLERANCE = 0.3  # percentage points (the issue's target)
+TABLE1_TOLERANCE = 0.3  # percentage points of test error still called "reproduced" by the ledger
 TABLE2_RELATIVE_TOLERANCE = 0.2  # mean k within 20% of the paper's value
 
 
@@ -419,6 +412,9 @@ def _stacked_test_errors(model: StackedFCNet, test: tuple[torch.Tensor, torch.Te
     return (wrong / len(X)).tolist()
 
 
+STACKED_CHECKPOINT = "stacked.pt"  # the stacked engine's checkpoint in its checkpoint_dir
+
+
 def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir, progress: bool = True, *,
                               checkpoint_every_s: float = 300.0) -> list[dict[str, Any]]:
     """Train several runs of Sec. 3.1 at once as one ``StackedFCNet``; one result per configuration.
@@ -429,8 +425,15 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
     short last batch, NAdam with the configured ``momentum_decay``, a test pass
     before training and after every epoch, and the same measurements
     (``_measure``). Only the floating-point rounding differs (see
-    ``hacn_core.models.stacked_fc``). Checkpoints (atomic) at the end of an
-    epoch once ``checkpoint_every_s`` seconds have passed; a rerun resumes from the last one.
+    ``hacn_core.models.stacked_fc``).
+
+    The loop keeps the engine's bookkeeping (``hacn_core.engine.training``):
+    at the end of an epoch, once ``checkpoint_every_s`` seconds have passed, an
+    atomic checkpoint (``save_training_checkpoint``: weights, optimizer, random
+    states, position, curves, wall time) from which a rerun resumes; the NaN
+    guard before every update (a non-finite loss of any member saves the state
+    to ``nonfinite.pt`` and raises ``NonFiniteLossError``); a progress bar in
+    epochs unless ``progress`` is False or ``$HACN_QUIET`` is set.
     """
     configs = [dict(c) for c in configs]
     if not configs:
@@ -453,15 +456,21 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
     S = model.num_members
     gate_names = [[name for name, _ in gates.gate_parameters(m)] for m in model.members]
     curves: list[dict[str, list]] = [{} for _ in range(S)]
-    path = Path(checkpoint_dir) / "stacked.pt"
-    epoch, elapsed = 0, 0.0
+    path = Path(checkpoint_dir) / STACKED_CHECKPOINT
+    epoch, prior_wall = 0, 0.0
     if path.exists():
-        ckpt = load_checkpoint(path, map_location=device)
+        ckpt = load_checkpoint(path)  # on the CPU (random states); load_state_dict copies to the device
         model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        epoch, elapsed, curves = ckpt["epoch"], ckpt["elapsed"], ckpt["curves"]
-    started = time.perf_counter() - elapsed
+        restore_training_checkpoint(ckpt, optimizer)
+        epoch, prior_wall, curves = int(ckpt["position"]["epoch"]), ckpt["wall_time_s"], ckpt["curves"]
+    started = time.perf_counter() - prior_wall
     last_ckpt = time.monotonic()
+
+    def checkpoint(target: Path, step_in_epoch: int = 0) -> Path:
+        position = {"epoch": epoch, "step_in_epoch": step_in_epoch, "global_step": epoch * steps + step_in_epoch,
+                    "finished": False}
+        return save_training_checkpoint(target, model, optimizer, position=position, curves=curves,
+                                        wall_time_s=time.perf_counter() - started, members=len(configs))
 
     def record(step: int) -> None:
         errors = _stacked_test_errors(model, test_on_device)
@@ -478,42 +487,42 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
 
     if epoch == 0 and not curves[0]:
         record(0)
-    bar = None
-    if progress and os.environ.get("HACN_QUIET") != "1":
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=epochs, initial=epoch, unit="epoch", desc=f"stacked x{S} d={c0['depth']}")
+    bar = progress_bar(epochs, initial=epoch, unit="epoch", desc=f"stacked x{S} d={c0['depth']}", progress=progress)
     model.train()
-    while epoch < epochs:
-        order = torch.stack([epoch_permutation(n, c["seed"], epoch) for c in configs]).to(device)  # (S, n)
-        loss_sum = torch.zeros(S, dtype=torch.float64, device=device)
-        for step in range(steps):
-            idx = order[:, step * batch:(step + 1) * batch]
-            losses = model.member_losses(model(X[idx]), y[idx])
-            if not torch.isfinite(losses).all():
-                bad = [f"{configs[s]['kind']} seed {configs[s]['seed']}" for s in range(S)
-                       if not math.isfinite(losses[s].item())]
-                raise FloatingPointError(f"non-finite training loss at epoch {epoch + 1}, step {step}: {bad}")
-            optimizer.zero_grad(set_to_none=True)
-            losses.sum().backward()
-            optimizer.step()
-            loss_sum += losses.detach().double() * idx.shape[1]
-        epoch += 1
-        wall = time.perf_counter() - started
-        for s in range(S):
-            c = curves[s]
-            for key, value in (("epoch", epoch), ("step", epoch * steps), ("train_loss", loss_sum[s].item() / n),
-                               ("lr", c0["lr"]), ("time_s", wall)):
-                c.setdefault(key, []).append(value)
-        record(epoch * steps)
+    try:
+        while epoch < epochs:
+            order = torch.stack([epoch_permutation(n, c["seed"], epoch) for c in configs]).to(device)  # (S, n)
+            loss_sum = torch.zeros(S, dtype=torch.float64, device=device)
+            for step in range(steps):
+                idx = order[:, step * batch:(step + 1) * batch]
+                losses = model.member_losses(model(X[idx]), y[idx])  # (S,)
+                values = losses.tolist()
+                bad = first_nonfinite(values)  # checked before the update, as in fit
+                if bad is not None:
+                    saved = checkpoint(nonfinite_checkpoint_path(checkpoint_dir), step)
+                    at, member = epoch * steps + step, configs[bad]
+                    raise NonFiniteLossError(at, epoch, values[bad], saved, at,
+                                             detail=f"member {bad} ({member['kind']}, seed {member['seed']})")
+                optimizer.zero_grad(set_to_none=True)
+                losses.sum().backward()
+                optimizer.step()
+                loss_sum += losses.detach().double() * idx.shape[1]
+            epoch += 1
+            wall = time.perf_counter() - started
+            for s in range(S):
+                c = curves[s]
+                for key, value in (("epoch", epoch), ("step", epoch * steps), ("train_loss", loss_sum[s].item() / n),
+                                   ("lr", c0["lr"]), ("time_s", wall)):
+                    c.setdefault(key, []).append(value)
+            record(epoch * steps)
+            if bar is not None:
+                bar.update(epoch - bar.n)
+            if epoch < epochs and time.monotonic() - last_ckpt >= checkpoint_every_s:
+                checkpoint(path)
+                last_ckpt = time.monotonic()
+    finally:
         if bar is not None:
-            bar.update(1)
-        if epoch < epochs and time.monotonic() - last_ckpt >= checkpoint_every_s:
-            save_checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                             "elapsed": time.perf_counter() - started, "curves": curves}, path)
-            last_ckpt = time.monotonic()
-    if bar is not None:
-        bar.close()
+            bar.close()
     model.cpu()
     members = model.write_back()
     outs = []
@@ -526,335 +535,6 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
         out["device"] = str(device)
         outs.append(out)
     return outs
-
-
-# ----------------------------------------------------------------------------- tables for the notebook
-
-
-def results_frame(results: Sequence[RunResult]):
-    """One row per run: configuration essentials and the final metrics (a pandas DataFrame)."""
-    import pandas as pd
-
-    rows = []
-    for r in results:
-        rows.append({"kind": r.config["kind"], "depth": r.config["depth"], "seed": r.config["seed"],
-                     "epochs": r.config["epochs"], **r.metrics})
-    return pd.DataFrame.from_records(rows)
-
-
-def _mean_n(frame, column: str):
-    grouped = frame.groupby(["depth", "kind"])[column]
-    return grouped.mean(), grouped.std(ddof=1), grouped.count()
-
-
-def table1(results: Sequence[RunResult]):
-    """Table 1: test error (%) after the last epoch, ours (mean, std, seeds) beside the paper's."""
-    import pandas as pd
-
-    frame = results_frame(results)
-    mean, std, n = _mean_n(frame, "test_error")
-    best, _, _ = _mean_n(frame, "best_test_error")
-    rows = []
-    for (depth, kind), value in mean.items():
-        rows.append({"d": depth, "kind": KIND_LABELS[kind], "paper": PAPER_TABLE1[depth][kind],
-                     "ours": 100 * value, "std": 100 * std[(depth, kind)], "seeds": int(n[(depth, kind)]),
-                     "ours - paper": 100 * value - PAPER_TABLE1[depth][kind],
-                     "best epoch (test-selected)": 100 * best[(depth, kind)]})
-    order = {KIND_LABELS[k]: i for i, k in enumerate(KINDS)}
-    table = pd.DataFrame.from_records(rows)
-    return table.sort_values(["d", "kind"], key=lambda s: s.map(order) if s.name == "kind" else s).reset_index(
-        drop=True)
-
-
-def table2(results: Sequence[RunResult]):
-    """Table 2: mean final ``k`` of the gated kinds, ours (mean, seeds) beside the paper's."""
-    import pandas as pd
-
-    frame = results_frame(results)
-    frame = frame[frame["kind"].isin(GATED_KINDS)]
-    mean, std, n = _mean_n(frame, "mean_k")
-    rows = []
-    for (depth, kind), value in mean.items():
-        rows.append({"d": depth, "kind": KIND_LABELS[kind], "paper": PAPER_TABLE2[depth][kind], "ours": value,
-                     "std": std[(depth, kind)], "seeds": int(n[(depth, kind)]),
-                     "closed gates (k <= 0)": frame[(frame.depth == depth) & (frame.kind == kind)][
-                         "gates_closed"].mean()})
-    return pd.DataFrame.from_records(rows).sort_values(["kind", "d"]).reset_index(drop=True)
-
-
-def _cell_means(results: Sequence[RunResult], metric: str) -> dict[tuple[str, int], float]:
-    """Mean of ``metric`` over seeds per (kind, depth), for the runs that have it."""
-    return cell_means(results, metric, ("kind", "depth"))
-
-
-def claims(results: Sequence[RunResult]):
-    """The paper's qualitative claims of Sec. 3.1, each checked on ``results`` (seed means per cell).
-
-    Returns a DataFrame with the claim, where the paper makes it, our evidence
-    and whether it holds (``None`` when the runs cannot tell).
-    """
-    err = _cell_means(results, "test_error")
-    loss = _cell_means(results, "train_loss")
-    mean_k = _cell_means(results, "mean_k")
-    depths = sorted({d for _, d in err})
-    table = ClaimTable()
-    add = table.add
-
-    for gated, base in (("gated_plain", "plain"), ("gated_resnet", "resnet")):
-        pairs = [d for d in depths if (gated, d) in err and (base, d) in err]
-        wins = [d for d in pairs if err[(gated, d)] < err[(base, d)]]
-        add(f"{KIND_LABELS[gated]} has lower test error than {KIND_LABELS[base]} at every depth", "Table 1",
-            f"at d = {wins} of {pairs}", len(wins) == len(pairs) if pairs else None)
-    pairs = [d for d in depths if ("gated_plain", d) in err and ("resnet", d) in err]
-    wins = [d for d in pairs if err[("gated_plain", d)] < err[("resnet", d)]]
-    deep_pairs = {d for d in pairs if d >= 20}
-    add("Gated PlainNet has lower test error than ResNet at d >= 20 (and d = 2)", "Table 1",
-        f"at d = {wins} of {pairs}", set(wins) >= deep_pairs if deep_pairs else None)
-    deep = [d for d in depths if d >= 50 and ("plain", d) in err]
-    add("Plain networks fail to converge at d = 50 and 100 (test error 60% and 90%)", "Table 1",
-        ", ".join(f"d = {d}: {100 * err[('plain', d)]:.2f}%" for d in deep) or "no run at d >= 50",
-        all(err[("plain", d)] > 0.5 for d in deep) if deep else None)
-    gaps = {d: loss[("plain", d)] / loss[("gated_plain", d)] for d in depths
-            if ("plain", d) in loss and ("gated_plain", d) in loss}
-    add("The training-loss gap between plain and gated plain grows with depth", "Fig. 4",
-        "final loss ratio plain / gated: " + ", ".join(f"d = {d}: {g:.3g}" for d, g in gaps.items()),
-        bool(np.all(np.diff(list(gaps.values())) > 0)) if len(gaps) > 1 else None)
-    for kind in GATED_KINDS:
-        ks = [(d, mean_k[(kind, d)]) for d in depths if (kind, d) in mean_k]
-        add(f"Mean k of {KIND_LABELS[kind]} decreases with depth", "Table 2",
-            ", ".join(f"d = {d}: {k:.2f}" for d, k in ks),
-            bool(np.all(np.diff([k for _, k in ks]) < 0)) if len(ks) > 1 else None)
-    removal = [r for r in results if r.config.get("removal")]
-    if removal:
-        top = max(r.config["depth"] for r in removal)
-        g = [r for r in removal if r.config["kind"] == "gated_resnet" and r.config["depth"] == top]
-        p = [r for r in removal if r.config["kind"] == "resnet" and r.config["depth"] == top]
-        if g:
-            dip = float(np.mean([r.metrics["k_middle_dip"] for r in g]))
-            add(f"Middle blocks of Gated ResNet (d = {top}) have smaller k than the first and last ones",
-                "Fig. 5 (left)", f"min(first, last third) - middle third = {dip:.3f}", dip > 0)
-            greedy = float(np.mean([np.mean(r.curves["removal_greedy_acc"]) for r in g]))
-            rand = float(np.mean([np.mean(r.curves["removal_random_acc_mean"]) for r in g]))
-            add("Greedy removal (smallest k first) is slightly better than random", "Fig. 5 (right)",
-                f"mean accuracy over the curve: greedy {100 * greedy:.1f}%, random {100 * rand:.1f}%", greedy > rand)
-            kept = float(np.mean([r.metrics["retained_half_removed_random"] for r in g]))
-            add("Gated ResNet keeps over 90% of its performance with half its blocks randomly removed",
-                "Abstract, Fig. 5", f"{100 * kept:.1f}% kept", kept > 0.9)
-        if g and p:
-            kept_p = float(np.mean([r.metrics["retained_half_removed_random"] for r in p]))
-            add("ResNet degrades more under random removal than Gated ResNet", "Fig. 5 (right)",
-                f"ResNet keeps {100 * kept_p:.1f}% with half its blocks removed", kept_p < kept)
-    return table.frame()
-
-
-def gate_gradients_at_init(kind: str, depth: int, *, batches: int = 20, batch_size: int = 128, seed: int = 0,
-                           data: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, np.ndarray]:
-    """Why a deep Gated PlainNet keeps ``k`` near 1: the gradient of every gate at initialisation.
-
-    At ``k = 1`` the network *is* the plain network. Over ``batches`` training
-    mini-batches (a fixed, seeded draw) of the untrained network we record
-    ``dL/dk_l`` per gate and return, per gate ``l`` (input side first):
-
-    * ``mean_abs``: mean ``|dL/dk_l|`` (how strongly the loss reacts to the gate);
-    * ``sign_agreement``: ``|mean sign(dL/dk_l)|``, 1 when every batch pushes ``k_l``
-      the same way and near 0 when the sign is a coin flip. Adam's step is
-      about ``lr * mean(g) / rms(g)``, so with random signs ``k`` only jitters.
-    """
-    X, y = data if data is not None else mnist_tensors(True)
-    torch.manual_seed(seed)
-    model = mnist_fc(kind, depth).train()
-    gen = torch.Generator().manual_seed(seed)
-    grads = []
-    for _ in range(batches):
-        idx = torch.randint(0, len(X), (batch_size,), generator=gen)
-        model.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
-        grads.append([float(p.grad) for _, p in gates.gate_parameters(model)])
-    g = np.asarray(grads)  # (batches, gates)
-    return {"mean_abs": np.abs(g).mean(0), "sign_agreement": np.abs(np.sign(g).mean(0))}
-
-
-def gate_gradient_table(depths: Sequence[int] = DEPTHS, **kwargs):
-    """``gate_gradients_at_init`` for the Gated PlainNet at each depth, summarised per third of the gates."""
-    import pandas as pd
-
-    rows = []
-    for d in depths:
-        out = gate_gradients_at_init("gated_plain", d, **kwargs)
-        row: dict[str, Any] = {"d": d}
-        for part, idx in zip(("first", "middle", "last"), np.array_split(np.arange(d), 3)):
-            if idx.size:
-                row[f"|dL/dk| {part} third"] = float(out["mean_abs"][idx].mean())
-                row[f"sign agreement {part} third"] = float(out["sign_agreement"][idx].mean())
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("d")
-
-
-def epoch_seconds(result: RunResult) -> float:
-    """Median wall-clock seconds per training epoch of a stored run (its ``time_s`` curve).
-
-    ``time_s`` is cumulative and includes the per-epoch test evaluation; the
-    median ignores a slow first epoch.
-    """
-    times = np.asarray(result.curves["time_s"], dtype=float)
-    return float(np.median(np.diff(np.concatenate([[0.0], times]))))
-
-
-def cost_table(results: Sequence[RunResult]):
-    """Seconds per epoch of every stored run (seed mean per cell) and the CPU-minutes of both budgets.
-
-    Read off the runs themselves, so they say which machine and load they were
-    measured under (wall time; the provenance records the device).
-    """
-    import pandas as pd
-
-    cells: dict[tuple[int, str], list[float]] = {}
-    for r in results:
-        if "engine" in r.provenance:  # a stacked run's clock is its whole group's (see stacked_groups)
-            continue
-        cells.setdefault((r.config["depth"], r.config["kind"]), []).append(epoch_seconds(r))
-    frame = pd.DataFrame({KIND_LABELS[k]: {d: float(np.mean(cells[(d, k)])) for d in DEPTHS if (d, k) in cells}
-                          for k in KINDS if any((d, k) in cells for d in DEPTHS)})
-    frame.index.name = "d"
-    total = float(np.nansum(frame.to_numpy()))
-    frame.loc["sum over d"] = frame.sum()
-    summary = {f"all cells x {PAPER_EPOCHS} epochs (paper, one seed), minutes": total * PAPER_EPOCHS / 60,
-               f"all cells x {BOOK_EPOCHS} epochs (book), minutes": total * BOOK_EPOCHS / 60}
-    return frame, summary
-
-
-def stacked_groups(results: Sequence[RunResult]):
-    """One row per group of runs trained together by the stacked engine: size, budget and wall time.
-
-    The wall time is the group's (all members at once), read off the runs'
-    provenance; ``minutes per run`` divides it by the members.
-    """
-    import pandas as pd
-
-    groups: dict[tuple[str, ...], list[RunResult]] = {}
-    for r in results:
-        engine = r.provenance.get("engine")
-        if engine and engine.get("name") == "stacked":
-            groups.setdefault(tuple(engine["member_hashes"]), []).append(r)
-    rows = []
-    for members in groups.values():
-        r = members[0]
-        wall = r.provenance["wall_time_s"] / 60
-        size = r.provenance["engine"]["members"]
-        rows.append({"d": r.config["depth"], "epochs": r.config["epochs"], "runs": size,
-                     "kinds x seeds": f"{len({m.config['kind'] for m in members})} x "
-                                      f"{sorted({m.seed for m in members})}",
-                     "wall minutes (group)": round(wall, 1), "minutes per run": round(wall / size, 1),
-                     "device": r.provenance.get("device", "?")})
-    return pd.DataFrame.from_records(rows).sort_values("d").reset_index(drop=True) if rows else pd.DataFrame()
-
-
-# ----------------------------------------------------------------------------- figures
-
-
-# Colour by family (plain / residual), solid for gated and dashed for ungated networks.
-_KIND_STYLE = {"plain": {"color": "C0", "linestyle": "--"}, "gated_plain": {"color": "C0"},
-               "resnet": {"color": "C1", "linestyle": "--"}, "gated_resnet": {"color": "C1"}}
-
-
-def plot_training_loss(results: Sequence[RunResult]):
-    """Fig. 4: training loss per epoch, one panel per depth, one line per kind (mean over seeds)."""
-    from hacn_core.engine import plots
-
-    depths = sorted({r.config["depth"] for r in results})
-    fig, axes = plots.figure(ncols=min(len(depths), 3), nrows=-(-len(depths) // 3), height=2.6,
-                             sharey=True)
-    flat = axes.ravel()
-    for ax, depth in zip(flat, depths):
-        for kind in KINDS:
-            runs = [r for r in results if r.config["depth"] == depth and r.config["kind"] == kind]
-            if not runs:
-                continue
-            loss = np.array([r.curves["train_loss"] for r in runs], dtype=float)
-            plots.with_ci(ax, runs[0].curves["epoch"], loss, label=KIND_LABELS[kind], **_KIND_STYLE[kind])
-        ax.set_yscale("log")
-        ax.set_title(f"d = {depth}")
-        ax.set_xlabel("epoch")
-    for ax in flat[len(depths):]:
-        ax.set_visible(False)
-    flat[0].set_ylabel("training loss")
-    flat[0].legend(frameon=False, fontsize="small")
-    fig.tight_layout()
-    return fig
-
-
-def plot_mean_k(results: Sequence[RunResult]):
-    """Mean ``k`` against epochs (Table 2 is its last point), one panel per gated kind, one line per depth."""
-    from hacn_core.engine import plots
-
-    fig, axes = plots.figure(ncols=2, height=2.8)
-    for ax, kind in zip(axes[0], GATED_KINDS):
-        for depth in sorted({r.config["depth"] for r in results}):
-            runs = [r for r in results if r.config["kind"] == kind and r.config["depth"] == depth]
-            if runs:
-                k = np.array([r.curves["mean_k"] for r in runs], dtype=float)
-                plots.with_ci(ax, runs[0].curves["record_epoch"], k, label=f"d = {depth}")
-        ax.set_yscale("log")
-        ax.set_title(KIND_LABELS[kind])
-        ax.set_xlabel("epoch")
-    axes[0, 0].set_ylabel("mean k")
-    axes[0, 0].legend(frameon=False, fontsize="small")
-    fig.tight_layout()
-    return fig
-
-
-def plot_long_runs(runs: Sequence[RunResult]):
-    """Training loss, test error and mean ``k`` per epoch of runs at the paper's full budget (one line each)."""
-    from hacn_core.engine import plots
-
-    fig, axes = plots.figure(ncols=3, height=2.8)
-    for r in sorted(runs, key=lambda r: (r.config["depth"], r.config["kind"], r.seed)):
-        lbl = f"{KIND_LABELS[r.config['kind']]}, d = {r.config['depth']}, seed {r.seed}"
-        axes[0, 0].plot(r.curves["epoch"], r.curves["train_loss"], label=lbl)
-        axes[0, 1].plot(r.curves["record_epoch"], 100 * np.asarray(r.curves["test_error"]), label=lbl)
-        if "mean_k" in r.curves:
-            axes[0, 2].plot(r.curves["record_epoch"], r.curves["mean_k"], label=lbl)
-    for ax, name in zip(axes[0], ("training loss", "test error (%)", "mean k")):
-        ax.set_xlabel("epoch")
-        ax.set_title(name)
-    axes[0, 0].legend(frameon=False, fontsize="x-small")
-    fig.tight_layout()
-    return fig
-
-
-def plot_removal(results: Sequence[RunResult]):
-    """Fig. 5: final ``k`` per block (left) and accuracy vs removed layers (right), deepest residual nets."""
-    from hacn_core.engine import plots
-
-    with_removal = [r for r in results if r.config.get("removal")]
-    if not with_removal:
-        raise ValueError("no run with removal curves among the results")
-    depth = max(r.config["depth"] for r in with_removal)
-    gated = [r for r in with_removal if r.config["depth"] == depth and r.config["kind"] == "gated_resnet"]
-    plain = [r for r in with_removal if r.config["depth"] == depth and r.config["kind"] == "resnet"]
-    fig, axes = plots.figure(ncols=2, height=3.0)
-    left, right = axes[0]
-    for r in gated:
-        k = r.curves["k_per_block"]
-        left.plot(np.arange(1, len(k) + 1), k, marker=".", label=f"seed {r.config['seed']}")
-    left.axhline(0, color="0.6", linewidth=0.8)
-    left.xaxis.get_major_locator().set_params(integer=True)
-    left.set_xlabel("residual block")
-    left.set_ylabel("final k")
-    left.set_title(f"Gated ResNet, d = {depth}")
-    left.legend(frameon=False, fontsize="small")
-    layers = (gated or plain)[0].curves["removal_layers"]
-    for runs, key, label in ((gated, "removal_greedy_acc", "Gated ResNet, greedy"),
-                             (gated, "removal_random_acc_mean", "Gated ResNet, random"),
-                             (plain, "removal_random_acc_mean", "ResNet, random")):
-        if runs:
-            plots.with_ci(right, layers, 100 * np.array([r.curves[key] for r in runs]), label=label)
-    right.set_xlabel("removed layers")
-    right.set_ylabel("test accuracy (%)")
-    right.set_title("layer removal")
-    right.legend(frameon=False, fontsize="small")
-    fig.tight_layout()
-    return fig
 
 
 EXPERIMENT = Experiment(
@@ -878,7 +558,7 @@ EXPERIMENT = Experiment(
         )
         + tuple(
             Link(table2_item(k, d), "mean_k", {"kind": k, "depth": d},
-                 tolerance=round(TABLE2_RELATIVE_TOLERANCE * PAPER_TABLE2[d][k], 4))
+                 tolerance=round(TABLE2_RELATIVE_TOLERANCE * item(table2_item(k, d)).paper_value, 4))
             for d in DEPTHS
             for k in GATED_KINDS
         )

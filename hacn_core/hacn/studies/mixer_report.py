@@ -1,0 +1,346 @@
+"""What the H-ACN Mixer chapters show of the Mixer study (H-ACN Sec. 3.2, 4 and App. B).
+
+The study (:mod:`hacn_core.hacn.studies.mixer`) trains and measures the runs;
+this module reads them: the layer-wise accuracy (Fig. 2a), Tables 2 and 3
+beside the paper's values and the cross-seed Pearson correlation of Sec. 4
+(paper values from :mod:`hacn_core.paper_items`), every rule on the same
+budget with its measured cost (chapter 3), the paper's rule against the public
+code's, and Figs. 2, 5, 6 and 7.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from hacn_core.engine import plots
+from hacn_core.engine.registry import select
+from hacn_core.engine.results import RunResult
+from hacn_core.hacn.connectivity import pairwise_pearson
+from hacn_core.hacn.studies.mixer import STUDY_RULES, TABLE2_MUS, WEIGHTED_RULES, table2_item, table3_item
+from hacn_core.paper_items import item
+
+RULE_LABELS = {
+    "resnet": "ResNet", "acn": "ACN", "hacn": "H-ACN", "hacn_code_mixer": "H-ACN (public code rule)",
+    "denseformer": "DenseFormer-style", "rezero": "ReZero", "laurel": "LAuReL-style", "dense_mixer": "DenseNet-style",
+}
+# H-ACN Table 3: our number of classes beside the paper's task; its ImageNet row is not run here.
+TABLE3_TASKS: tuple[tuple[int, str], ...] = ((2, "CIFAR-2"), (10, "CIFAR-10"))
+TABLE3_IMAGENET = "hacn/table3/imagenet-gamma"
+PEARSON_MIXER = "hacn/sec4/alpha-correlation-mixer-cifar10"  # Sec. 4, "Robustness of initialization"
+
+
+def label(config: dict[str, Any]) -> str:
+    """Display name of a run's architecture (rule, or the DenseNet-style Mixer)."""
+    return RULE_LABELS["dense_mixer"] if config["arch"] == "dense_mixer" else RULE_LABELS[config["rule"]]
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def cell_runs(results: Sequence[RunResult], *, arch: str = "mixer", **where: Any) -> list[RunResult]:
+    """The runs whose configuration matches ``arch`` and every ``where`` entry, in seed order."""
+    return sorted(select(results, arch=arch, **where), key=lambda r: r.seed)
+
+
+def _est(values: Sequence[float], scale: float = 1.0, digits: int = 1) -> str:
+    """``mean ± 95% CI half-width (n)`` of ``values`` times ``scale``."""
+    from hacn_core.engine.stats import estimate
+
+    values = [scale * v for v in values if v is not None]
+    if not values:
+        return "-"
+    e = estimate(values)
+    if e.n == 1:
+        return f"{e.mean:.{digits}f} (n=1)"
+    return f"{e.mean:.{digits}f} ± {e.half_width:.{digits}f} (n={e.n})"
+
+
+def main_runs(results: Sequence[RunResult], num_classes: int = 10) -> dict[str, list[RunResult]]:
+    """Fig. 2's three architectures at ``num_classes``: ResNet, ACN, H-ACN (mu 0.25)."""
+    return {"resnet": cell_runs(results, rule="resnet", num_classes=num_classes),
+            "acn": cell_runs(results, rule="acn", num_classes=num_classes),
+            "hacn": cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=num_classes)}
+
+
+def layerwise_table(results: Sequence[RunResult]):
+    """Fig. 2a as numbers: test accuracy (%) at a few exits, mean ± 95% CI over seeds."""
+    import pandas as pd
+
+    rows = []
+    for classes in (10, 2):
+        for rule, runs in main_runs(results, classes).items():
+            if not runs:
+                continue
+            acc = np.array([r.curves["layerwise_test_accuracy"] for r in runs])
+            L = acc.shape[1] - 1
+            row = {"task": f"{classes} classes", "rule": RULE_LABELS[rule]}
+            for exit_ in sorted({L // 4, L // 2, 3 * L // 4, L}):
+                row[f"exit {exit_}"] = _est(acc[:, exit_], 100.0)
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["task", "rule"])
+
+
+def table2(results: Sequence[RunResult]):
+    """Table 2: final test accuracy (%) of the H-ACN Mixer per init mean ``mu``, beside the paper's CIFAR-10."""
+    import pandas as pd
+
+    rows = []
+    for mu in TABLE2_MUS:
+        runs = cell_runs(results, rule="hacn", alpha_mu=mu, num_classes=10)
+        rows.append({"mu": mu, "paper (CIFAR-10, %)": item(table2_item(mu)).paper_value,
+                     "ours (%)": _est([r.metrics["test_accuracy"] for r in runs], 100.0),
+                     "final Gamma (ours)": _est([r.metrics["gamma"] for r in runs], digits=3)})
+    return pd.DataFrame(rows).set_index("mu")
+
+
+def table3(results: Sequence[RunResult]):
+    """Table 3: final ``Gamma`` of H-ACN (mu 0.25) on the easy (2-class) and the 10-class task."""
+    import pandas as pd
+
+    rows = []
+    for classes, paper_name in TABLE3_TASKS:
+        runs = cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=classes)
+        rows.append({"task": f"{classes} classes", "paper task": paper_name,
+                     "paper Gamma": item(table3_item(classes)).paper_value,
+                     "ours Gamma": _est([r.metrics["gamma"] for r in runs], digits=3),
+                     "ours test acc (%)": _est([r.metrics["test_accuracy"] for r in runs], 100.0)})
+    rows.append({"task": "-", "paper task": "ImageNet", "paper Gamma": item(TABLE3_IMAGENET).paper_value,
+                 "ours Gamma": "not run", "ours test acc (%)": "-"})
+    return pd.DataFrame(rows).set_index("task")
+
+
+def seed_correlations(results: Sequence[RunResult], rule: str = "hacn", num_classes: int = 10):
+    """Sec. 4's robustness check: Pearson correlation of converged ``a`` between every pair of seeds.
+
+    Two columns: over all ``L`` weights (as the paper counts them) and without
+    ``a_L``, which receives no gradient (it only feeds ``x_L``, which the output
+    never reads) and so keeps its random initial value.
+    """
+    import pandas as pd
+
+    runs = cell_runs(results, rule=rule, alpha_mu=0.25, num_classes=num_classes)
+    if len(runs) < 2:
+        return pd.DataFrame()
+    finals = np.array([r.curves["alpha_final"] for r in runs])
+    paper = item(PEARSON_MIXER).paper_value
+    rows = []
+    for name, block in (("all L weights", finals), ("without a_L", finals[:, :-1])):
+        corr = pairwise_pearson(torch.as_tensor(block)).numpy()
+        off = corr[np.triu_indices(len(runs), k=1)]
+        rows.append({"weights": name, "seed pairs": len(off), "mean Pearson (%)": 100 * off.mean(),
+                     "min (%)": 100 * off.min(), "paper (Mixer/CIFAR-10, %)": paper})
+    return pd.DataFrame(rows).set_index("weights")
+
+
+def comparison_table(results: Sequence[RunResult], cost: RunResult | None = None, num_classes: int = 10):
+    """Every architecture on the same Mixer and budget (chapter 3): accuracy, exits, cost; mean ± 95% CI.
+
+    With ``cost`` (the ``hacn-mixer-cost`` run) the step time, its ratio to the
+    ResNet rule and the activation memory come from that side-by-side
+    measurement; without it, from the training runs' own clocks (which other
+    jobs on the machine may have slowed by different amounts).
+    """
+    import pandas as pd
+
+    groups = [(rule, cell_runs(results, rule=rule, num_classes=num_classes,
+                            **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {})))
+              for rule in STUDY_RULES]
+    groups.append(("dense_mixer", cell_runs(results, arch="dense_mixer", num_classes=num_classes)))
+    rows = []
+    for key, runs in groups:
+        if not runs:
+            continue
+        m = [r.metrics for r in runs]
+        row = {
+            "architecture": RULE_LABELS[key],
+            "test acc (%)": _est([x["test_accuracy"] for x in m], 100.0),
+            "half-depth exit acc (%)": _est([x["first_half_exit_accuracy"] for x in m], 100.0),
+            "Gamma": _est([x["gamma"] for x in m], digits=3) if "gamma" in m[0] else "-",
+            "parameters": m[0]["parameters"],
+        }
+        if cost is not None and f"{key}/ms_per_step" in cost.metrics:
+            c = cost.metrics
+            row |= {"ms / step": round(c[f"{key}/ms_per_step"], 1),
+                    "step time / ResNet": round(c[f"{key}/ratio_to_resnet"], 3),
+                    "saved activations (MB / batch)": round(c[f"{key}/saved_activation_bytes"] / 2**20, 1)}
+            if f"{key}/peak_cuda_bytes" in c:
+                row["peak CUDA memory (MB)"] = round(c[f"{key}/peak_cuda_bytes"] / 2**20, 1)
+        else:
+            row |= {"s / epoch (training clock)": _est([x["seconds_per_epoch"] for x in m], digits=1),
+                    "saved activations (MB / batch)": round(m[0]["saved_activation_bytes"] / 2**20, 1)}
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("architecture")
+
+
+def step_cost_table(cost: RunResult):
+    """One side-by-side cost run (``hacn-mixer-cost``): ms per step, ratio to the ResNet rule and saved
+    activations (MB per batch) of every architecture it measured."""
+    import pandas as pd
+
+    c = cost.metrics
+    return pd.DataFrame({key: {"ms / step": c[f"{key}/ms_per_step"],
+                               "step time / ResNet": c[f"{key}/ratio_to_resnet"],
+                               "saved activations (MB / batch)": c[f"{key}/saved_activation_bytes"] / 2**20}
+                         for key in RULE_LABELS if f"{key}/ms_per_step" in c}).T
+
+
+def code_rule_table(results: Sequence[RunResult]):
+    """The paper's H-ACN rule against the public code's Mixer rule (``a`` also scales token mixing)."""
+    import pandas as pd
+
+    rows = []
+    for rule in ("hacn", "hacn_code_mixer"):
+        runs = cell_runs(results, rule=rule, alpha_mu=0.25, num_classes=10)
+        if runs:
+            rows.append({"rule": RULE_LABELS[rule],
+                         "test acc (%)": _est([r.metrics["test_accuracy"] for r in runs], 100.0),
+                         "half-depth exit acc (%)": _est([r.metrics["first_half_exit_accuracy"] for r in runs], 100.0),
+                         "final Gamma": _est([r.metrics["gamma"] for r in runs], digits=3)})
+    return pd.DataFrame(rows).set_index("rule")
+
+
+# ----------------------------------------------------------------------------- figures
+
+_STYLE = {"resnet": "C0", "acn": "C1", "hacn": "C2", "hacn_code_mixer": "C3", "denseformer": "C4",
+          "rezero": "C5", "laurel": "C6", "dense_mixer": "C7"}
+
+
+def plot_layerwise(results: Sequence[RunResult]):
+    """Fig. 2a: layer-wise test accuracy of ResNet, ACN, H-ACN; solid 10 classes, dashed 2 classes."""
+    fig, axes = plots.figure(ncols=2)
+    for ax, classes in zip(axes[0], (10, 2)):
+        for rule, runs in main_runs(results, classes).items():
+            if runs:
+                acc = 100 * np.array([r.curves["layerwise_test_accuracy"] for r in runs])
+                plots.with_ci(ax, np.arange(acc.shape[1]), acc, label=RULE_LABELS[rule], color=_STYLE[rule],
+                              linestyle="-" if classes == 10 else "--")
+        ax.set_xlabel("exit (layers used)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(f"{classes} classes")
+        ax.legend(frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plot_train_loss(results: Sequence[RunResult]):
+    """Fig. 2b: training loss per epoch (10 classes), mean and standard error over seeds."""
+    fig, axes = plots.figure()
+    ax = axes[0][0]
+    for rule, runs in main_runs(results, 10).items():
+        if runs:
+            loss = np.array([r.curves["train_loss"] for r in runs])
+            plots.with_ci(ax, runs[0].curves["epoch"], loss, label=RULE_LABELS[rule], color=_STYLE[rule])
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training loss")
+    ax.set_yscale("log")
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_alphas(results: Sequence[RunResult]):
+    """Fig. 2c: converged residual weights per layer, 10 vs 2 classes (mean over seeds, standard error)."""
+    fig, axes = plots.figure()
+    ax = axes[0][0]
+    for classes, style in ((10, "-"), (2, "--")):
+        runs = cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=classes)
+        if runs:
+            a = np.array([r.curves["alpha_final"] for r in runs])
+            plots.with_ci(ax, np.arange(1, a.shape[1] + 1), a, label=f"{classes} classes", linestyle=style,
+                          marker="o", markersize=3, color=_STYLE["hacn"] if classes == 10 else "C8")
+    ax.axhline(0.25, color="grey", linewidth=0.8, linestyle=":", label="init mean 0.25")
+    ax.set_xlabel("layer i")
+    ax.set_ylabel("converged $a_i$")
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _progress(r: RunResult) -> np.ndarray:
+    steps = np.asarray(r.curves["record_step"], dtype=float)
+    return steps / steps[-1]
+
+
+def plot_gamma_by_mu(results: Sequence[RunResult]):
+    """Fig. 5: ``Gamma`` over training for ``a_i ~ N(mu, 0.005)``, mu in {0.25, 0.75, 1}."""
+    fig, axes = plots.figure()
+    ax = axes[0][0]
+    for mu, colour in zip(TABLE2_MUS, ("C2", "C9", "C0")):
+        runs = cell_runs(results, rule="hacn", alpha_mu=mu, num_classes=10)
+        if runs:
+            plots.with_ci(ax, 100 * _progress(runs[0]), np.array([r.curves["gamma"] for r in runs]),
+                          label=f"mu = {mu:g}", color=colour)
+    ax.set_xlabel("training progress (% of steps)")
+    ax.set_ylabel(r"$\Gamma = \|a\|_2 / \sqrt{L}$")
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_delta_gamma(results: Sequence[RunResult]):
+    """Fig. 6: convergence distance ``Delta_t`` (a) and ``Gamma`` (b) of H-ACN (mu 0.25) during training."""
+    fig, axes = plots.figure(ncols=2)
+    for classes, style in ((10, "-"), (2, "--")):
+        runs = cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=classes)
+        if not runs:
+            continue
+        x = 100 * _progress(runs[0])
+        for ax, key in zip(axes[0], ("delta", "gamma")):
+            plots.with_ci(ax, x, np.array([r.curves[key] for r in runs]), label=f"{classes} classes",
+                          linestyle=style, color=_STYLE["hacn"] if classes == 10 else "C8")
+    for ax, title in zip(axes[0], (r"(a) $\Delta_t = \|a_T - a_t\|_2$", r"(b) $\Gamma$")):
+        ax.set_xlabel("training progress (% of steps)")
+        ax.set_title(title)
+        ax.legend(frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plot_fig7(results: Sequence[RunResult]):
+    """Fig. 7: H-ACN against ResNet, ACN, DenseFormer-style and DenseNet-style Mixers.
+
+    Left: layer-wise test accuracy (the DenseNet-style Mixer has 10 layers; its
+    exits are drawn at their fraction of depth on the 16-layer axis). Right:
+    validation accuracy per epoch.
+    """
+    fig, axes = plots.figure(ncols=2)
+    groups = [(rule, cell_runs(results, rule=rule, num_classes=10, **({"alpha_mu": 0.25} if rule == "hacn" else {})))
+              for rule in ("resnet", "acn", "hacn", "denseformer")]
+    groups.append(("dense_mixer", cell_runs(results, arch="dense_mixer", num_classes=10)))
+    depth = None
+    for key, runs in groups:
+        if not runs:
+            continue
+        acc = 100 * np.array([r.curves["layerwise_test_accuracy"] for r in runs])
+        depth = depth or (acc.shape[1] - 1 if key != "dense_mixer" else None)
+        x = np.arange(acc.shape[1]) if key != "dense_mixer" else np.linspace(0, depth or acc.shape[1] - 1, acc.shape[1])
+        plots.with_ci(axes[0][0], x, acc, label=RULE_LABELS[key], color=_STYLE[key])
+        val = 100 * np.array([r.curves["val_accuracy"] for r in runs])
+        plots.with_ci(axes[0][1], runs[0].curves["eval_epoch"], val, label=RULE_LABELS[key], color=_STYLE[key])
+    axes[0][0].set_xlabel("exit (layers of 16; DenseNet-style: fraction of its 10)")
+    axes[0][0].set_ylabel("test accuracy (%)")
+    axes[0][1].set_xlabel("epoch")
+    axes[0][1].set_ylabel("validation accuracy (%)")
+    axes[0][1].legend(frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plot_comparison(results: Sequence[RunResult]):
+    """Chapter 3: layer-wise test accuracy of every residual rule on the same Mixer and budget."""
+    fig, axes = plots.figure()
+    ax = axes[0][0]
+    for rule in STUDY_RULES:
+        runs = cell_runs(results, rule=rule, num_classes=10, **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {}))
+        if runs:
+            acc = 100 * np.array([r.curves["layerwise_test_accuracy"] for r in runs])
+            plots.with_ci(ax, np.arange(acc.shape[1]), acc, label=RULE_LABELS[rule], color=_STYLE[rule])
+    ax.set_xlabel("exit (layers used)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.legend(frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig
