@@ -1,6 +1,7 @@
 """The paper-agnostic engine every study runs on.
 
-- ``training``  the training loop (:func:`fit`), its :class:`TrainConfig`, callbacks, checkpoints
+- ``config``    :class:`TrainConfig`, every knob of a run, validated; ``optimizer_for``, ``schedule_for``
+- ``training``  the training loop (:func:`fit`), callbacks, checkpoints, the NaN guard, the progress bar
 - ``optim``     optimizers, parameter groups by role, learning-rate schedules (plain arguments)
 - ``roles``     parameter roles (gate, mixing weight, rate, ...) that optimizers and reports read
 - ``data``      the data root, offline-aware loaders and the synthetic tabular tasks

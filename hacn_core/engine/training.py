@@ -55,7 +55,6 @@ import dataclasses
 import math
 import os
 import random
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -69,17 +68,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from hacn_core.engine.optim import (
-    DEFAULT_NO_DECAY_ROLES,
-    FUSED_OPTIMIZERS,
-    MILESTONE_UNITS,
-    OPTIMIZERS,
-    PLATEAU_MODES,
-    SCHEDULES,
-    LRSchedule,
-    build_optimizer,
+from hacn_core.engine.config import (
+    DEVICE_PATTERN,
+    PRECISIONS,
+    TrainConfig,
+    TrainConfigError,
+    invalid,
+    optimizer_for,
+    schedule_for,
 )
-from hacn_core.engine.roles import ROLES, TAGGED_ROLES, named_parameter_roles
+from hacn_core.engine.roles import TAGGED_ROLES, named_parameter_roles
 
 __all__ = [
     "PRECISIONS",
@@ -88,6 +86,8 @@ __all__ = [
     "NonFiniteLossError",
     "TrainConfig",
     "TrainConfigError",
+    "optimizer_for",
+    "schedule_for",
     "TrainResult",
     "TrainState",
     "accuracy",
@@ -107,11 +107,9 @@ __all__ = [
     "steps_per_epoch",
 ]
 
-PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16")
 QUIET_ENV = "HACN_QUIET"
 CHECKPOINT_NAME = "last.pt"
 NONFINITE_NAME = "nonfinite.pt"
-_DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 _ACCEL_SYNC_EVERY = 32  # steps between host reads of the loss on accelerators
 # Fields that may differ between a checkpoint and the resuming run: they change
 # speed or bookkeeping, not the optimisation trajectory.
@@ -119,10 +117,6 @@ _RESUME_FREE_FIELDS = frozenset(
     {"device", "compile", "tf32", "num_workers", "checkpoint_every_steps", "checkpoint_every_minutes",
      "sync_every", "eval_batch_size"}
 )
-
-
-class TrainConfigError(ValueError):
-    """A bad training configuration; the message names the field and the allowed values."""
 
 
 class NonFiniteLossError(RuntimeError):
@@ -144,204 +138,6 @@ class NonFiniteLossError(RuntimeError):
             where = f"saved the state before update {saved_step} to {checkpoint}"
         what = f" of {detail}" if detail else ""
         super().__init__(f"non-finite training loss {loss}{what} at step {step} (epoch {epoch}); {where}")
-
-
-# ----------------------------------------------------------------------------- config
-
-
-def _fail(name: str, value: Any, allowed: str) -> None:
-    raise TrainConfigError(f"{name}={value!r} is invalid; allowed: {allowed}")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-@dataclass
-class TrainConfig:
-    """Everything that decides how a model is trained (JSON-serialisable).
-
-    Fields are validated on construction; a bad value raises
-    :class:`TrainConfigError` naming the field and its allowed values.
-    Epoch-valued fields (``warmup_epochs``, ``milestones``) may be fractional.
-    ``batch_size`` is the global batch of one forward/backward pass (summed over
-    DDP ranks); an optimizer step sees ``batch_size * accumulate`` samples.
-
-    Less obvious fields: ``milestone_unit`` says whether ``milestones`` are epochs
-    or fractions of training; ``plateau_metric`` is ``"train_loss"`` or
-    ``"val_<metric>"``; ``precision="auto"`` is bf16 autocast on CUDA GPUs that
-    support it and fp32 elsewhere (``"fp16"`` adds a grad scaler);
-    ``keep_on_device`` keeps tensor datasets on the device (False: stream them
-    through a DataLoader); ``eval_batch_size`` defaults to ``batch_size``;
-    ``record_every`` (epochs, 0 = only before and after training) or
-    ``record_every_steps`` set how often parameters and callback values are
-    recorded; ``sync_every`` is how many steps the losses stay on an accelerator
-    before being read (0 = auto: 1 on CPU, 32 otherwise); ``tf32`` allows
-    TensorFloat-32 matmuls on CUDA.
-    """
-
-    epochs: int
-    batch_size: int
-    lr: float
-    # optimizer (hacn_core.engine.optim)
-    optimizer: str = "adamw"
-    weight_decay: float = 0.0
-    momentum: float = 0.9  # sgd only
-    nesterov: bool = False  # sgd only; Adam with Nesterov momentum is optimizer="nadam"
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    fused: bool | None = None  # None: fused kernels on CUDA (adam, adamw, sgd)
-    no_decay_roles: tuple[str, ...] = DEFAULT_NO_DECAY_ROLES
-    # schedule (per step)
-    schedule: str = "constant"
-    warmup_epochs: float = 0.0
-    min_lr: float = 0.0
-    milestones: tuple[float, ...] = ()
-    milestone_unit: str = "epoch"
-    gamma: float = 0.1
-    plateau_patience: int = 10
-    plateau_metric: str = "val_loss"
-    plateau_mode: str = "min"
-    # loss and gradients
-    label_smoothing: float = 0.0
-    grad_clip: float | None = None
-    accumulate: int = 1
-    # data order
-    shuffle: bool = True
-    drop_last: bool = False
-    # hardware
-    device: str = "auto"
-    precision: str = "auto"
-    compile: bool = False
-    tf32: bool = True
-    keep_on_device: bool = True
-    num_workers: int = 0
-    eval_batch_size: int | None = None
-    # bookkeeping
-    seed: int = 0
-    eval_every: int = 1
-    record_every: int = 1
-    record_every_steps: int | None = None
-    checkpoint_every_steps: int | None = None
-    checkpoint_every_minutes: float | None = None
-    sync_every: int = 0
-
-    def __post_init__(self) -> None:
-        self.betas = tuple(self.betas)  # type: ignore[assignment]
-        self.no_decay_roles = tuple(self.no_decay_roles)
-        self.milestones = tuple(self.milestones)
-        for name in ("epochs", "batch_size", "accumulate"):
-            v = getattr(self, name)
-            if not _is_int(v) or v < 1:
-                _fail(name, v, "an integer >= 1")
-        if not _is_num(self.lr) or self.lr <= 0:
-            _fail("lr", self.lr, "a finite number > 0")
-        if self.optimizer not in OPTIMIZERS:
-            _fail("optimizer", self.optimizer, ", ".join(OPTIMIZERS))
-        if not _is_num(self.weight_decay) or self.weight_decay < 0:
-            _fail("weight_decay", self.weight_decay, "a number >= 0")
-        if not _is_num(self.momentum) or not 0 <= self.momentum < 1:
-            _fail("momentum", self.momentum, "a number in [0, 1)")
-        if not isinstance(self.nesterov, bool):
-            _fail("nesterov", self.nesterov, "True or False")
-        if self.nesterov and self.optimizer != "sgd":
-            _fail("nesterov", self.nesterov,
-                  "True only with optimizer='sgd' (for Adam with Nesterov momentum use optimizer='nadam')")
-        if self.nesterov and self.momentum == 0:
-            _fail("nesterov", self.nesterov, "True only with momentum > 0")
-        if len(self.betas) != 2 or not all(_is_num(b) and 0 <= b < 1 for b in self.betas):
-            _fail("betas", self.betas, "two numbers in [0, 1)")
-        if not _is_num(self.eps) or self.eps <= 0:
-            _fail("eps", self.eps, "a number > 0")
-        if self.fused is not None and not isinstance(self.fused, bool):
-            _fail("fused", self.fused, "None (auto), True or False")
-        if self.fused and self.optimizer not in FUSED_OPTIMIZERS:
-            _fail("fused", self.fused, f"True only with optimizer in {', '.join(FUSED_OPTIMIZERS)}")
-        bad_roles = [r for r in self.no_decay_roles if r not in ROLES]
-        if bad_roles:
-            _fail("no_decay_roles", self.no_decay_roles, f"a subset of {', '.join(ROLES)}")
-        if self.schedule not in SCHEDULES:
-            _fail("schedule", self.schedule, ", ".join(SCHEDULES))
-        if not _is_num(self.warmup_epochs) or self.warmup_epochs < 0:
-            _fail("warmup_epochs", self.warmup_epochs, "a number >= 0")
-        if self.warmup_epochs > self.epochs or (self.schedule == "cosine" and self.warmup_epochs >= self.epochs
-                                                 and self.warmup_epochs > 0):
-            _fail("warmup_epochs", self.warmup_epochs,
-                  f"a number of epochs shorter than training (epochs={self.epochs})")
-        if not _is_num(self.min_lr) or not 0 <= self.min_lr <= self.lr:
-            _fail("min_lr", self.min_lr, f"a number in [0, lr={self.lr}]")
-        if self.milestone_unit not in MILESTONE_UNITS:
-            _fail("milestone_unit", self.milestone_unit, ", ".join(MILESTONE_UNITS))
-        if self.milestones and self.schedule != "multistep":
-            _fail("milestones", self.milestones, "() unless schedule='multistep'")
-        if self.schedule == "multistep":
-            top = self.epochs if self.milestone_unit == "epoch" else 1
-            ok = (len(self.milestones) > 0 and all(_is_num(m) and 0 < m <= top for m in self.milestones)
-                  and list(self.milestones) == sorted(set(self.milestones)))
-            if not ok:
-                _fail("milestones", self.milestones,
-                      f"a non-empty increasing sequence in (0, {top}] ({self.milestone_unit}s)")
-        if not _is_num(self.gamma) or not 0 < self.gamma <= 1:
-            _fail("gamma", self.gamma, "a number in (0, 1]")
-        if not _is_int(self.plateau_patience) or self.plateau_patience < 0:
-            _fail("plateau_patience", self.plateau_patience, "an integer >= 0")
-        if not isinstance(self.plateau_metric, str) or not (
-            self.plateau_metric == "train_loss" or self.plateau_metric.startswith("val_")
-        ):
-            _fail("plateau_metric", self.plateau_metric, "'train_loss' or 'val_<metric>' (e.g. 'val_loss')")
-        if self.plateau_mode not in PLATEAU_MODES:
-            _fail("plateau_mode", self.plateau_mode, ", ".join(PLATEAU_MODES))
-        if not _is_num(self.label_smoothing) or not 0 <= self.label_smoothing < 1:
-            _fail("label_smoothing", self.label_smoothing, "a number in [0, 1)")
-        if self.grad_clip is not None and (not _is_num(self.grad_clip) or self.grad_clip <= 0):
-            _fail("grad_clip", self.grad_clip, "None or a number > 0")
-        for name in ("shuffle", "drop_last", "compile", "tf32", "keep_on_device"):
-            if not isinstance(getattr(self, name), bool):
-                _fail(name, getattr(self, name), "True or False")
-        if not isinstance(self.device, str) or not _DEVICE_RE.match(self.device):
-            _fail("device", self.device, "auto, cpu, cuda, cuda:<index>, mps")
-        if self.precision not in PRECISIONS:
-            _fail("precision", self.precision, ", ".join(PRECISIONS))
-        for name in ("num_workers", "sync_every", "record_every"):
-            v = getattr(self, name)
-            if not _is_int(v) or v < 0:
-                _fail(name, v, "an integer >= 0" + (" (0 = auto)" if name == "sync_every" else ""))
-        if not _is_int(self.seed) or self.seed < 0:
-            _fail("seed", self.seed, "an integer >= 0")
-        if not _is_int(self.eval_every) or self.eval_every < 1:
-            _fail("eval_every", self.eval_every, "an integer >= 1")
-        for name in ("eval_batch_size", "record_every_steps", "checkpoint_every_steps"):
-            v = getattr(self, name)
-            if v is not None and (not _is_int(v) or v < 1):
-                _fail(name, v, "None or an integer >= 1")
-        m = self.checkpoint_every_minutes
-        if m is not None and (not _is_num(m) or m <= 0):
-            _fail("checkpoint_every_minutes", m, "None or a number > 0")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable dict (tuples become lists)."""
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
-        """Inverse of :meth:`to_dict`; unknown keys are an error naming the allowed fields."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = [k for k in data if k not in names]
-        if unknown:
-            raise TrainConfigError(f"unknown TrainConfig field(s) {unknown}; allowed: {', '.join(names)}")
-        missing = [n for n in ("epochs", "batch_size", "lr") if n not in data]
-        if missing:
-            raise TrainConfigError(f"missing TrainConfig field(s) {missing}")
-        return cls(**dict(data))
-
-    def replace(self, **changes: Any) -> TrainConfig:
-        """A copy with ``changes`` applied (validated again)."""
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass
@@ -424,38 +220,10 @@ class Callback:
 # ----------------------------------------------------------------------------- helpers
 
 
-def optimizer_for(model: nn.Module, config: TrainConfig, device_type: str = "cpu") -> torch.optim.Optimizer:
-    """The optimizer ``config`` names, over ``model``'s parameter groups by role."""
-    return build_optimizer(model, config.optimizer, lr=config.lr, weight_decay=config.weight_decay,
-                           no_decay_roles=config.no_decay_roles, betas=config.betas, eps=config.eps,
-                           momentum=config.momentum, nesterov=config.nesterov, fused=config.fused,
-                           device_type=device_type)
-
-
-def schedule_for(config: TrainConfig, steps_per_epoch: int) -> LRSchedule:
-    """The learning-rate schedule of ``config``: its epochs and fractions of training become steps."""
-    total = config.epochs * steps_per_epoch
-    warmup = round(config.warmup_epochs * steps_per_epoch)
-    if config.warmup_epochs > 0:
-        warmup = max(1, warmup)
-    per_unit = steps_per_epoch if config.milestone_unit == "epoch" else total
-    return LRSchedule(
-        config.schedule,
-        config.lr,
-        total,
-        warmup_steps=min(warmup, total),
-        milestone_steps=[round(m * per_unit) for m in config.milestones],
-        gamma=config.gamma,
-        min_lr=config.min_lr,
-        plateau_patience=config.plateau_patience,
-        plateau_mode=config.plateau_mode,
-    )
-
-
 def resolve_device(spec: str = "auto", local_rank: int | None = None) -> torch.device:
     """``auto`` picks CUDA (``cuda:LOCAL_RANK`` under torchrun), then Apple MPS, then CPU."""
-    if not isinstance(spec, str) or not _DEVICE_RE.match(spec):
-        _fail("device", spec, "auto, cpu, cuda, cuda:<index>, mps")
+    if not isinstance(spec, str) or not DEVICE_PATTERN.match(spec):
+        invalid("device", spec, "auto, cpu, cuda, cuda:<index>, mps")
     if spec == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda", local_rank or 0)
@@ -465,11 +233,11 @@ def resolve_device(spec: str = "auto", local_rank: int | None = None) -> torch.d
     dev = torch.device(spec)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            _fail("device", spec, "auto, cpu (CUDA is not available here)")
+            invalid("device", spec, "auto, cpu (CUDA is not available here)")
         if dev.index is None:
             dev = torch.device("cuda", local_rank or 0)
     if dev.type == "mps" and not torch.backends.mps.is_available():
-        _fail("device", spec, "auto, cpu (MPS is not available here)")
+        invalid("device", spec, "auto, cpu (MPS is not available here)")
     return dev
 
 
@@ -868,7 +636,7 @@ def evaluate(model: nn.Module, data: Any, *, metrics: Mapping[str, Callable] | N
     """
     dev = torch.device(device) if device is not None else next(model.parameters()).device
     if precision not in PRECISIONS:
-        _fail("precision", precision, ", ".join(PRECISIONS))
+        invalid("precision", precision, ", ".join(PRECISIONS))
     split = _Split(data, "data", dev, True, 0, collate_fn, _to_device)
     allm = {"loss": loss_fn or _cross_entropy(0.0), **(metrics if metrics is not None else {"accuracy": accuracy})}
     return _evaluate_split(model.to(dev), split, batch_size, allm, forward or _default_forward,
@@ -889,7 +657,7 @@ class _Run:
         self.t_start = time.monotonic()
         cfg = self.cfg = config
         if loss_fn is not None and cfg.label_smoothing:
-            _fail("label_smoothing", cfg.label_smoothing,
+            invalid("label_smoothing", cfg.label_smoothing,
                   "0 when a custom loss_fn is given (put the smoothing into your loss)")
         # distributed
         self.rank, self.world, local_rank = _init_distributed(cfg.device)
@@ -913,15 +681,15 @@ class _Run:
                         **(metrics if metrics is not None else {"accuracy": accuracy})}
         if cfg.schedule == "plateau" and cfg.plateau_metric != "train_loss":
             if self.val is None:
-                _fail("schedule", cfg.schedule, "constant, cosine, multistep (plateau on "
+                invalid("schedule", cfg.schedule, "constant, cosine, multistep (plateau on "
                       f"{cfg.plateau_metric!r} needs val=), or set plateau_metric='train_loss'")
             if cfg.plateau_metric[4:] not in self.metrics:
-                _fail("plateau_metric", cfg.plateau_metric,
+                invalid("plateau_metric", cfg.plateau_metric,
                       ", ".join(["train_loss"] + [f"val_{m}" for m in self.metrics]))
         self.n_train = self.train.n
         self.S = steps_per_epoch(self.n_train, cfg.batch_size, cfg.accumulate, cfg.drop_last)
         if self.S == 0:
-            _fail("batch_size", cfg.batch_size,
+            invalid("batch_size", cfg.batch_size,
                   f"at most {self.n_train // cfg.accumulate} with drop_last=True and accumulate={cfg.accumulate} "
                   f"({self.n_train} training samples)")
         self.total_steps = cfg.epochs * self.S
