@@ -9,10 +9,11 @@ its current widths, the AWNN's layer frozen at those widths (``static``), and a 
 variant that rebuilds its layers and its Adam at every step, as the paper's public
 code does. The models and the measurement are
 ``hacn_core.awnn.studies.cost`` (whose stored runs, experiment ``awnn-step-cost``,
-the book shows); this script prints a measurement made now. Two phases: ``adapting``
+the book shows through ``hacn_core.awnn.studies.cost_report``); this script prints a
+measurement made now. Two phases: ``adapting``
 (Algorithm 1 as is, Adam lr 0.01 as in Table 3; the widths shrink from 231 over a
 long run) and ``steady`` (widths frozen). Times are CPU time of this process;
-printed are medians over repetitions. Target: awnn/fixed <= 1.15.
+printed are medians over repetitions. Our target: awnn/fixed <= 1.15 (``TARGET_RATIO``).
 
 Where the target stands: the stored measurement (``awnn-step-cost``, book profile, with
 its machine and commit) and its reading are in ``notebooks/awnn_01_width.ipynb``. In
@@ -40,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from hacn_core.awnn import quantile_width  # noqa: E402
 from hacn_core.awnn.studies.cost import (  # noqa: E402
-    PHASES, TARGET_RATIO, _ratios, measure_step_costs, report, step_cost_config)
+    PHASES, TARGET_RATIO, measure_step_costs, step_cost_config, step_ratios)
+from hacn_core.awnn.studies.cost_report import measurement_text  # noqa: E402
 
 
 def main() -> None:
@@ -78,8 +80,8 @@ def main() -> None:
                 "reps": reps, "steps": steps, "naive": not args.no_naive, "seed": seed,
                 "python_node": not args.no_python, "foreach": args.foreach, "flush_denormal": not args.keep_denormals}
             out = measure_step_costs(config)
-            print(f"seed {seed}: " + report(out["metrics"], phase))
-            for k, v in _ratios(out["curves"]).items():
+            print(f"seed {seed}: " + measurement_text(out["metrics"], phase))
+            for k, v in step_ratios(out["curves"]).items():
                 pooled.setdefault(k, []).extend(v)
         if len(seeds) > 1:
             ratio = pooled["awnn/fixed"]

@@ -12,9 +12,10 @@ from torch import nn
 from hacn_core import paper_items
 from hacn_core.awnn import quantile_width
 from hacn_core.awnn.studies import ablations as ab
+from hacn_core.awnn.studies import ablations_report as abr
+from hacn_core.awnn.studies import compress
 from hacn_core.awnn.studies import tabular as at
-from hacn_core.awnn.studies import compress as awnn_compress
-from hacn_core.awnn.studies import tabular as awnn_tabular
+from hacn_core.engine.registry import matches
 from hacn_core.engine.results import RunContext, RunResult, config_hash
 
 
@@ -95,7 +96,7 @@ def test_starting_widths_of_the_starting_rates():
 def test_shared_cell_is_chapter_3s_control_run():
     """(ReLU6, batch 128, rate 0.01) trains exactly what awnn-compress's control does."""
     ours = ab.stability_config("relu6", 128, 0.01, 3)
-    control = awnn_compress._config("anneal", 3, "none", "none")
+    control = compress.compress_config("anneal", 3, "none", "none")
     keys = ("dataset", "data", "data_seed", "input_scale", "seed", "hidden_layers", "activation", "rate_init", "k",
             "importance_norm", "init", "grow_init", "sigma_theta", "optimizer", "lr", "batch_size")
     assert {k: ours[k] for k in keys} == {k: control[k] for k in keys}
@@ -132,13 +133,13 @@ def test_other_bad_stability_configs():
 
 
 def test_width_spread_on_a_hand_made_example():
-    s = ab.width_spread([100, 150, 200])
+    s = abr.width_spread([100, 150, 200])
     assert s["ratio"] == pytest.approx(2.0)
     assert s["cv"] == pytest.approx(math.sqrt(5000 / 3) / 150)  # population std 40.82 over mean 150
     assert (s["min"], s["max"], s["n"]) == (100.0, 200.0, 3)
-    assert ab.width_spread([7, 7, 7]) == {"ratio": 1.0, "cv": 0.0, "min": 7.0, "max": 7.0, "n": 3}
+    assert abr.width_spread([7, 7, 7]) == {"ratio": 1.0, "cv": 0.0, "min": 7.0, "max": 7.0, "n": 3}
     with pytest.raises(ValueError, match="non-empty and positive"):
-        ab.width_spread([10, 0])
+        abr.width_spread([10, 0])
 
 
 def test_tail_mean_settle_epoch_drift_and_jitter():
@@ -174,16 +175,16 @@ def test_sweep_widths_spread_table_and_claims_on_hand_made_results():
         jitter = 0.2 if b == 32 else 0.01
         results.append(_fake(config, tail_width=tail, late_drift=drift, tail_jitter=jitter))
     del tails
-    w = ab.sweep_widths(results, "relu6", "batch_size")
+    w = abr.sweep_widths(results, "relu6", "batch_size")
     assert w == {32: 510.0, 128: 500.0, 256: 500.0, 512: 500.0, 1024: 500.0}
-    assert ab.sweep_widths(results, "relu", "rate_init")[0.001] == pytest.approx(2000.0 * math.sqrt(10))
-    batch, rate = ab.spread_table(results, "batch_size"), ab.spread_table(results, "rate_init")
+    assert abr.sweep_widths(results, "relu", "rate_init")[0.001] == pytest.approx(2000.0 * math.sqrt(10))
+    batch, rate = abr.spread_table(results, "batch_size"), abr.spread_table(results, "rate_init")
     assert batch.loc["ReLU6", "max/min"] == pytest.approx(1.02) and batch.loc["ReLU6", "batch size 32"] == 510
     assert bool(rate.loc["ReLU6", "similar"])
     assert not bool(rate.loc["ReLU", "similar"])
     assert rate.loc["ReLU", "max/min"] == pytest.approx(10.0)
     assert list(rate.columns[:5]) == [f"starting rate {r:g}" for r in ab.START_RATES]
-    claims = ab.stability_claims(results).set_index("claim")["holds"]
+    claims = abr.stability_claims(results).set_index("claim")["holds"]
     assert claims.tolist() == [True, True, True, True, True]
 
 
@@ -193,15 +194,15 @@ def test_shared_cell_crosscheck_on_hand_made_runs():
     mine = [RunResult(ab.EXPERIMENT_ID, c, config_hash(c), 0, {}, {"record_epoch": [0, 5, 10],
                                                                      "total_width": [231, 240, 250]})
             for c in (ours, other)]
-    control = awnn_compress._config("anneal", 0, "none", "none", epochs=10)
+    control = compress.compress_config("anneal", 0, "none", "none", epochs=10)
     ch3 = [RunResult("awnn-compress", control, config_hash(control), 0, {},
                      {"record_epoch": list(range(11)), "width/1": [231, 1, 2, 3, 4, 240, 6, 7, 8, 9, 250]})]
-    table = ab.shared_cell_crosscheck(mine, ch3)
+    table = abr.shared_cell_crosscheck(mine, ch3)
     assert list(table.index) == [0]  # the ReLU run is not the shared cell
     assert bool(table.loc[0, "identical"]) and table.loc[0, "epochs compared"] == 3
     assert table.loc[0, "width @ 10 (ours / ch. 3)"] == "250 / 250"
     ch3[0].curves["width/1"][10] = 251
-    assert not bool(ab.shared_cell_crosscheck(mine, ch3).loc[0, "identical"])
+    assert not bool(abr.shared_cell_crosscheck(mine, ch3).loc[0, "identical"])
 
 
 # ----------------------------------------------------------------------------- a short real run
@@ -228,17 +229,17 @@ def test_a_longer_run_repeats_the_shorter_one_then_goes_on(tmp_path):
                    for c, out in ((c, ab.train_stability(c, _ctx(tmp_path / str(c["epochs"]))))
                                   for c in (short_c, long_c)))
     assert long.curves["record_epoch"] == [0, 2, 4, 6, 8]
-    assert ab.same_prefix(long, short) is True
-    table = ab.long_run_table([long], [short])
+    assert abr.same_prefix(long, short) is True
+    table = abr.long_run_table([long], [short])
     row = table.loc[("ReLU6", 1024, 0.01)]
     assert bool(row["same first epochs"]) and row["width at 4"] == short.curves["total_width"][4]
     assert row["tail, 8 epochs"] == round(long.metrics["tail_width"])
     assert row["tail, 4 epochs"] == round(short.metrics["tail_width"])
     long.curves["total_width"][1] += 1
-    assert ab.same_prefix(long, short) is False
-    fig = ab.plot_long_runs([long], [short])
+    assert abr.same_prefix(long, short) is False
+    fig = abr.plot_long_runs([long], [short])
     assert len(fig.axes) == 2 and len(fig.axes[0].get_lines()) == 2  # the long run and the short one, dashed
-    assert ab.same_prefix(long, RunResult(ab.EXPERIMENT_ID, short_c, "h", 0, {},
+    assert abr.same_prefix(long, RunResult(ab.EXPERIMENT_ID, short_c, "h", 0, {},
                                           {"record_epoch": [99], "total_width": [1], "test_acc": [0.5]})) is None
 
 
@@ -247,12 +248,12 @@ def test_seed_table_summarises_cells_with_several_seeds():
         c = ab.stability_config("relu6", batch, 0.01, seed, epochs=8, record_every=2)
         return RunResult(ab.EXPERIMENT_ID, c, config_hash(c), seed, {"tail_width": tail, "final_test_acc": acc}, {})
 
-    table = ab.seed_table([run(2, 30.0, 0.9), run(0, 10.0, 1.0), run(1, 20.0, 0.8), run(0, 99.0, 1.0, batch=32)])
+    table = abr.seed_table([run(2, 30.0, 0.9), run(0, 10.0, 1.0), run(1, 20.0, 0.8), run(0, 99.0, 1.0, batch=32)])
     assert list(table.index) == [("ReLU6", 1024, 0.01, 8)]  # the one-seed cell has no row
     row = table.iloc[0]
     assert row["seeds"] == "0, 1, 2" and row["tail width mean"] == 20.0 and row["std"] == 10.0
     assert (row["min"], row["max"]) == (10, 30) and row["test acc mean (%)"] == 90.0
-    assert ab.seed_table([run(0, 1.0, 1.0)]).empty
+    assert abr.seed_table([run(0, 1.0, 1.0)]).empty
 
 
 def test_pooled_by_activation_pools_the_cells_complete_for_every_activation():
@@ -265,7 +266,7 @@ def test_pooled_by_activation_pools_the_cells_complete_for_every_activation():
     runs += [run("relu6", 1024, s, 1000.0) for s in range(2)]  # incomplete: left out
     runs += [run("relu6", 128, s, 500.0, rate=0.05) for s in range(3)]  # another rate: left out
     runs += [run("relu", 256, s, 7.0) for s in range(2)]  # no complete cell: no row, no constraint
-    table = ab.pooled_by_activation(runs, seeds=3)
+    table = abr.pooled_by_activation(runs, seeds=3)
     assert list(table.index) == ["ReLU6"]
     row = table.loc["ReLU6"]
     assert row["batch sizes"] == "256, 512" and row["runs"] == 6 and row["tail width mean"] == 35.0
@@ -273,10 +274,10 @@ def test_pooled_by_activation_pools_the_cells_complete_for_every_activation():
     assert row["std"] == round(sd, 1) and row["standard error"] == round(sd / math.sqrt(6), 1)
     assert row["median"] == 35.0 and (row["min"], row["max"]) == (10, 60) and row["test acc mean (%)"] == 75.0
     # once ReLU has a complete cell, both pool only the batch sizes complete for both
-    both = ab.pooled_by_activation(runs + [run("relu", 256, 2, 9.0)], seeds=3)
+    both = abr.pooled_by_activation(runs + [run("relu", 256, 2, 9.0)], seeds=3)
     assert list(both.index) == ["ReLU6", "ReLU"] and set(both["batch sizes"]) == {"256"}
     assert both.loc["ReLU6", "tail width mean"] == 20.0 and both.loc["ReLU", "runs"] == 3
-    assert ab.pooled_by_activation(runs[:2], seeds=3).empty
+    assert abr.pooled_by_activation(runs[:2], seeds=3).empty
 
 
 # ----------------------------------------------------------------------------- Fixed+ (App. D)
@@ -286,7 +287,7 @@ def test_pooled_by_activation_pools_the_cells_complete_for_every_activation():
 @pytest.mark.parametrize("source", ["paper", "ours-eq14", "ours-renormalised"])
 def test_fixed_plus_is_the_fixed_baseline_at_the_stated_width(dataset, source):
     config = ab.fixed_plus_config(dataset, source, 4)
-    baseline = awnn_tabular._config(dataset, 4)
+    baseline = at.fixed_config(dataset, 4)
     width = ab.FIXED_PLUS_WIDTHS[source][dataset]
     assert config == baseline | {"width": width, "width_source": source}
     model = ab.build_fixed_plus_model(config)
@@ -307,7 +308,7 @@ def test_paper_widths_are_table_1_rounded():
 def test_train_fixed_plus_is_train_fixed_mlp(tmp_path):
     config = ab.fixed_plus_config("Spiral", "ours-eq14", 0, epochs=2)
     ours = ab.train_fixed_plus(config, _ctx(tmp_path / "a"))
-    ref = awnn_tabular.train_fixed_mlp(dict(config), _ctx(tmp_path / "b"))
+    ref = at.train_fixed_mlp(dict(config), _ctx(tmp_path / "b"))
     assert ours["curves"] == ref["curves"]
     assert {k: v for k, v in ours["metrics"].items() if k != "cpu_s"} == ref["metrics"]
     assert ours["metrics"]["total_width"] == ab.FIXED_PLUS_WIDTHS["ours-eq14"]["Spiral"]
@@ -364,7 +365,7 @@ def test_fixed_plus_table_shows_paper_beside_ours():
             fp.append(RunResult(ab.FIXED_PLUS_ID, c, config_hash(c), s, {"test_acc": acc}))
     c = ab.fixed_plus_config("SpiralHard", "paper", 0)  # one layer: beside, not the paper's row
     fp.append(RunResult(ab.FIXED_PLUS_ID, c, config_hash(c), 0, {"test_acc": 0.5}))
-    table = ab.fixed_plus_table(fp)
+    table = abr.fixed_plus_table(fp)
     row = table.loc[("SpiralHard", "Fixed+ (paper width, 2 layers)")]
     assert row["test acc (%), ours"] == f"95.0 ({np.std([90, 100], ddof=1):.1f})"
     assert row["paper"] == "83.2 (17)" and row["width per layer"] == "227" and row["seeds"] == 2
@@ -373,7 +374,7 @@ def test_fixed_plus_table_shows_paper_beside_ours():
     assert table.loc[("Spiral", "Fixed+ (paper width, 1 layer)"), "paper"] == "100 (0.1)"
     assert table.loc[("Spiral", "Fixed+ (ours-eq14 width, 1 layer)"), "test acc (%), ours"] == "-"
     assert ("SpiralHard", "Fixed (2 x 16)") in table.index
-    failures = ab.fixed_plus_failures(fp, threshold=0.95)
+    failures = abr.fixed_plus_failures(fp, threshold=0.95)
     assert failures.loc[("Spiral", 1, "paper"), "seeds below 95%"] == "0"
     assert failures.loc[("SpiralHard", 1, "paper"), "seeds below 95%"] == "0"
     assert failures.loc[("SpiralHard", 2, "paper"), "runs"] == 2
@@ -391,7 +392,7 @@ def test_links_point_at_existing_items_and_metrics():
         for link in exp.links:
             paper_items.item(link.item)  # raises if unknown
             assert link.metric == metric_source
-            assert any(all(c.get(k) == v for k, v in link.where.items()) for c in exp.runs("book"))
+            assert any(matches(c, link.where) for c in exp.runs("book"))
 
 
 def test_width_at_steps_counts_optimizer_steps():
@@ -407,7 +408,7 @@ def test_width_at_steps_counts_optimizer_steps():
     small = run(32, 0.01, list(range(100, 111)))
     large = run(1024, 0.01, list(range(200, 211)))
     other = run(128, 0.05, list(range(300, 311)))
-    table = ab.width_at_steps([large, other, small], steps=(1_000, 4_000))
+    table = abr.width_at_steps([large, other, small], steps=(1_000, 4_000))
     assert list(table.index.get_level_values("batch")) == [32, 1024]
     # batch 32: 1,000 steps = epoch 9.1 -> record at epoch 10 (width 101); 4,000 steps = epoch 36.4 -> epoch 40
     assert table.loc[("ReLU6", 32, 0), ("1,000 steps", "width")] == 101

@@ -1,4 +1,4 @@
-"""Tests for the AWNN tabular study (``hacn_core.awnn.studies.adaptive``).
+"""Tests for the AWNN tabular study (``hacn_core.awnn.studies.adaptive`` and its report).
 
 The configurations of each profile against the paper's Table 3, the links to
 Table 1, the data the runs see, and the wiring of one tiny run: ``N`` is the
@@ -17,7 +17,10 @@ import torch
 from hacn_core import paper_items
 from hacn_core.awnn import quantile_width
 from hacn_core.awnn.studies import adaptive as aa
+from hacn_core.awnn.studies import adaptive_report as ar
+from hacn_core.awnn.studies import common
 from hacn_core.awnn.studies import tabular as at
+from hacn_core.engine.registry import matches
 from hacn_core.engine.results import RunContext, RunResult, config_hash
 
 PAPER_TABLE3 = {  # dataset: (epochs, batch), App. C.1 Table 3
@@ -67,7 +70,7 @@ def test_diagnosis_changes_one_factor_at_a_time():
     diag = [c for c in _experiment().runs("paper") if c["study"] == "diagnosis"]
     labels = [aa.diagnosis_label(c) for c in diag]
     assert set(labels) == set(aa.DIAGNOSIS_VARIANTS)
-    base = aa._config("Spiral", 0, study="diagnosis", epochs=aa.DIAG_EPOCHS)
+    base = aa.adaptive_config("Spiral", 0, study="diagnosis", epochs=aa.DIAG_EPOCHS)
     for label, overrides in aa.DIAGNOSIS_VARIANTS.items():
         assert len(overrides) <= 2 and all(base[k] != v for k, v in overrides.items()), label
     longs = [c for c in diag if c["epochs"] == 1000]
@@ -85,7 +88,7 @@ def test_links_point_at_table1_with_the_papers_spread():
         assert dict(acc.where) == {"study": "table1", "dataset": d, "importance_norm": "none"}
     paper = exp.runs("paper")
     for link in exp.links:  # each link selects exactly the 10 paper runs of one dataset and arm
-        assert sum(all(c[k] == v for k, v in link.where.items()) for c in paper) == 10
+        assert sum(matches(c, link.where) for c in paper) == 10
 
 
 @pytest.mark.parametrize(
@@ -97,36 +100,36 @@ def test_links_point_at_table1_with_the_papers_spread():
     ],
 )
 def test_bad_configuration_names_the_field(override, field, allowed):
-    config = aa._config("Spiral", 0) | override
+    config = aa.adaptive_config("Spiral", 0) | override
     with pytest.raises(ValueError) as err:
         aa.train_adaptive_mlp(config, RunContext("x", checkpoint_dir=None))  # type: ignore[arg-type]
     assert field in str(err.value) and allowed in str(err.value)
     with pytest.raises(ValueError, match="Spiral"):
-        aa.train_adaptive_mlp(aa._config("DoubleMoon", 0, data="spiral-r4pi-2turns"),
+        aa.train_adaptive_mlp(aa.adaptive_config("DoubleMoon", 0, data="spiral-r4pi-2turns"),
                               RunContext("x", checkpoint_dir=None))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown configuration keys"):
-        aa._config("Spiral", 0, width=8)
+        aa.adaptive_config("Spiral", 0, width=8)
 
 
 def test_data_of_the_runs():
-    shared = aa.load_splits(aa._config("Spiral", 0))
+    shared = common.load_splits(aa.adaptive_config("Spiral", 0))
     assert [len(shared[k][1]) for k in ("train", "val", "test")] == [1750, 250, 500]
-    scaled = aa.load_splits(aa._config("Spiral", 0, input_scale=2.0))
+    scaled = common.load_splits(aa.adaptive_config("Spiral", 0, input_scale=2.0))
     torch.testing.assert_close(scaled["test"][0], 2 * shared["test"][0])
-    x, y = aa.public_geometry_spiral(0)
+    x, y = common.public_geometry_spiral(0)
     assert x.shape == (2500, 2) and int(y.sum()) == 1250
     r = x.norm(dim=1)
     assert r.max() < 4 * math.pi + 1.5 and r.max() > 4 * math.pi - 0.5  # radius 4 pi plus noise 0.3
-    wide = aa.load_splits(aa._config("Spiral", 0, data="spiral-r4pi-2turns"))
+    wide = common.load_splits(aa.adaptive_config("Spiral", 0, data="spiral-r4pi-2turns"))
     assert [len(wide[k][1]) for k in ("train", "val", "test")] == [1750, 250, 500]
 
 
 def test_tiny_run_wiring(tmp_path):
-    config = aa._config("Spiral", 0, epochs=3, study="diagnosis", n_train_scale=0.1)
+    config = aa.adaptive_config("Spiral", 0, epochs=3, study="diagnosis", n_train_scale=0.1)
     out = aa.train_adaptive_mlp(config, RunContext(aa.EXPERIMENT_ID, tmp_path / "ckpt", progress=False))
     m, c = out["metrics"], out["curves"]
     assert m["n_train"] == 175  # N = n_train_scale x the 1750 training points
-    main = aa.train_adaptive_mlp(aa._config("Spiral", 0, epochs=1), RunContext(aa.EXPERIMENT_ID, tmp_path / "c2",
+    main = aa.train_adaptive_mlp(aa.adaptive_config("Spiral", 0, epochs=1), RunContext(aa.EXPERIMENT_ID, tmp_path / "c2",
                                                                                progress=False))
     assert main["metrics"]["n_train"] == 1750  # the true training-set size
     assert c["record_epoch"] == [0, 1, 2, 3] and m["start_width"] == 231
@@ -145,13 +148,13 @@ def test_tiny_run_wiring(tmp_path):
 
 def test_table1_helper_formats_mean_and_std():
     def result(exp, dataset, arm, seed, acc, width):
-        config = aa._config(dataset, seed, arm) if exp == aa.EXPERIMENT_ID else at._config(dataset, seed)
+        config = aa.adaptive_config(dataset, seed, arm) if exp == aa.EXPERIMENT_ID else at.fixed_config(dataset, seed)
         metrics = {"test_acc": acc, "total_width": width, "final_total_width": width - 10}
         return RunResult(exp, config, "h", seed, metrics)
 
     adaptive = [result(aa.EXPERIMENT_ID, "Spiral", "none", s, a, w) for s, (a, w) in enumerate([(0.99, 60), (1.0, 70)])]
     fixed = [result(aa.FIXED_ID, "Spiral", None, s, 0.995, 16) for s in range(2)]
-    table = aa.table1(adaptive, fixed)
+    table = ar.table1(adaptive, fixed)
     acc, width, end = (table.loc[("Spiral", q)] for q in ("test acc (%)", "total width", "total width at the end"))
     assert acc["AWNN Eq. 14 (ours)"] == "99.5 (0.7)" and acc["fixed (ours)"] == "99.5 (0.0)"
     assert width["AWNN Eq. 14 (ours)"] == "65.0 (7.1)" and end["AWNN Eq. 14 (ours)"] == "55.0 (7.1)"
@@ -167,7 +170,7 @@ def test_fixed_seed_table_separates_a_stuck_seed_from_underfitting_per_shape():
     fixed = [result("DoubleMoon", s, a, l) for s, (a, l) in enumerate([(0.998, 1e-4), (0.878, 0.21), (0.996, 3e-3)])]
     fixed += [result("SpiralHard", s, a, l, 1, 32) for s, (a, l) in enumerate([(0.946, 0.14), (0.907, 0.18)])]
     fixed += [result("SpiralHard", s, 0.99, 0.01, 2, 16) for s in range(2)]
-    table = aa.fixed_seed_table(fixed)
+    table = ar.fixed_seed_table(fixed)
     moon, hard, deep = (table.loc[k] for k in (("DoubleMoon", "1 x 8"), ("SpiralHard", "1 x 32"), ("SpiralHard", "2 x 16")))
     assert moon["test acc (%) per seed"] == "99.8 87.8 99.6" and moon["seeds below 95%"] == "1"
     # std of 99.8, 87.8, 99.6 (ddof=1): sqrt(94.43 / 2) = 6.87
@@ -178,22 +181,45 @@ def test_fixed_seed_table_separates_a_stuck_seed_from_underfitting_per_shape():
 
 def test_table1_and_fixed_plus_read_only_the_table1_baseline_shape():
     """On SpiralHard Table 1's baseline is 2 x 16; 1 x 32 and 4 x 8 stand beside it, never inside its mean."""
-    from hacn_core.awnn.studies import ablations as ab
+    from hacn_core.awnn.studies import ablations_report as abr
 
     def result(layers, width, acc):
-        config = at._config("SpiralHard", 0, **({} if layers == 1 else {"hidden_layers": layers, "width": width}))
+        config = at.fixed_config("SpiralHard", 0, **({} if layers == 1 else {"hidden_layers": layers, "width": width}))
         return RunResult(aa.FIXED_ID, config, "h", 0, {"test_acc": acc, "total_width": layers * width})
 
     fixed = [result(1, 32, 0.5), result(2, 16, 0.9), result(4, 8, 0.5)]
     assert [at.is_table1_baseline(r.config) for r in fixed] == [False, True, False]
-    awnn_run = RunResult(aa.EXPERIMENT_ID, aa._config("SpiralHard", 0), "h", 0,
+    awnn_run = RunResult(aa.EXPERIMENT_ID, aa.adaptive_config("SpiralHard", 0), "h", 0,
                          {"test_acc": 1.0, "total_width": 40, "final_total_width": 30})
-    table = aa.table1([awnn_run], fixed)
+    table = ar.table1([awnn_run], fixed)
     assert table.loc[("SpiralHard", "test acc (%)"), "fixed (ours)"] == "90.0"
     assert table.loc[("SpiralHard", "total width"), "fixed (ours)"] == "32"
-    assert ab.fixed_plus_table([], fixed).loc[("SpiralHard", "Fixed (2 x 16)"), "test acc (%), ours"] == "90.0"
-    others = [c for c in at._paper() if not at.is_table1_baseline(c)]
+    assert abr.fixed_plus_table([], fixed).loc[("SpiralHard", "Fixed (2 x 16)"), "test acc (%), ours"] == "90.0"
+    others = [c for c in at.paper_configs() if not at.is_table1_baseline(c)]
     assert sorted({(c["hidden_layers"], c["width"]) for c in others}) == [(1, 32), (4, 8)]
     assert {c["dataset"] for c in others} == {"SpiralHard"} and len(others) == 20
     # every configuration of the first runs is unchanged (their stored hashes still load)
-    assert [c for c in at._paper() if c["hidden_layers"] == 1] == [at._config(d, s) for d in at.TASKS for s in range(10)]
+    assert [c for c in at.paper_configs() if c["hidden_layers"] == 1] == [at.fixed_config(d, s) for d in at.TASKS for s in range(10)]
+
+
+def test_shared_pieces_of_the_tabular_studies():
+    """``common`` and the engine helpers the reports share: known values, and the refusal names the field."""
+    from hacn_core.engine.stats import round_significant
+    from hacn_core.engine.tables import mean_std
+
+    assert round_significant([0.0123456789, 98765.4321, float("nan")], 5)[:2] == [0.012346, 98765.0]
+    assert math.isnan(round_significant([float("nan")], 6)[0])
+    assert mean_std([]) == "-" and mean_std([0.25]) == "0.2" and mean_std([1.0, 2.0, 3.0], 2) == "2.00 (1.00)"
+    assert common.paper_text("awnn/table1/spiral-awnn-width") == "65.9 (8.7)"
+    assert common.paper_text("awnn/table1/spiral-fixed-width") == "16"  # no spread printed
+    with pytest.raises(ValueError, match="qualitative"):
+        common.paper_text("awnn/eq12/discretized-exponential")
+    assert common.best_record([0.5, 0.9, 0.9, 0.7]) == 1  # the first of the best
+    with pytest.raises(ValueError, match=r"arm='x' is not allowed; allowed: none, active"):
+        common.check_choice("arm", "x", common.ARMS)
+    # the widths read from Table 1 keep every stored configuration's hash
+    assert {d: t["width"] for d, t in at.TASKS.items()} == {"DoubleMoon": 8, "Spiral": 16, "SpiralHard": 32}
+    assert all(type(t["width"]) is int for t in at.TASKS.values())
+    assert at.TABLE1_SHAPES == {"DoubleMoon": (1, 8), "Spiral": (1, 16), "SpiralHard": (2, 16)}
+    assert at.GRID_DEPTHS == {"SpiralHard": ((2, 16), (4, 8))}
+    assert {d: (t["epochs"], t["batch_size"]) for d, t in aa.TASKS.items()} == PAPER_TABLE3

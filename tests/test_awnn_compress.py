@@ -10,7 +10,9 @@ import torch
 
 from hacn_core import catalog, paper_items
 from hacn_core.awnn import AdaptiveMLP, ELBOLoss, RatePrior, WidthCallback, importances
+from hacn_core.awnn.studies import common
 from hacn_core.awnn.studies import compress as ac
+from hacn_core.engine.registry import matches
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import TrainConfig, evaluate, fit
 
@@ -23,13 +25,13 @@ def _ctx(tmp_path: Path) -> RunContext:
 
 
 def test_schedule_of_the_paper_config():
-    schedule = ac.prior_schedule(ac._config("anneal", 0))
+    schedule = ac.prior_schedule(ac.compress_config("anneal", 0))
     assert schedule(0) is None and schedule(999) is None  # uninformative before epoch 1000
     assert schedule(1000) == RatePrior(0.05, 1.0)  # N(0.05, 1) introduced at 1000
     assert schedule(1750).sigma == pytest.approx(0.55, abs=1e-12)  # linear: half-way between 1 and 0.1
     assert schedule(2500).sigma == pytest.approx(0.1, abs=1e-12)
     assert schedule(4000).sigma == pytest.approx(0.1, abs=1e-12)  # constant after the end
-    assert ac.prior_schedule(ac._config("anneal", 0, rate_prior="none")) is None
+    assert ac.prior_schedule(ac.compress_config("anneal", 0, rate_prior="none")) is None
 
 
 def test_rate_penalty_is_the_width_term_without_its_constant():
@@ -40,11 +42,11 @@ def test_rate_penalty_is_the_width_term_without_its_constant():
 
 def test_every_step_of_the_prior_epochs_and_none_before_use_the_prior(tmp_path):
     """WidthCallback: all steps of 0-based epoch e run under schedule(e)."""
-    config = ac._config("anneal", 0, epochs=4, prior_start_epoch=2, prior_end_epoch=3)
+    config = ac.compress_config("anneal", 0, epochs=4, prior_start_epoch=2, prior_end_epoch=3)
     schedule = ac.prior_schedule(config)
     torch.manual_seed(0)
     x, y = torch.randn(300, 2), torch.randint(0, 2, (300,))
-    model = ac.build_model(config)
+    model = common.build_model(config)
     elbo = ELBOLoss(model, 300, rate_prior=None)
     seen: list = []
 
@@ -67,7 +69,7 @@ def anneal_pair(tmp_path_factory):
     """A short annealed run (prior over epochs 2-5 of 6) and its control, seed 0, Eq. 14 arm."""
     out = {}
     for prior in ac.RATE_PRIORS:
-        config = ac._config("anneal", 0, "none", prior, **ac.SMOKE_ANNEAL)
+        config = ac.compress_config("anneal", 0, "none", prior, **ac.SMOKE_ANNEAL)
         out[prior] = (config, ac.train_compress(config, _ctx(tmp_path_factory.mktemp(prior))))
     return out
 
@@ -106,14 +108,14 @@ def test_control_equals_annealed_run_until_the_prior_starts(anneal_pair):
 
 
 def _spiral_model(norm: str = "none", seed: int = 0) -> tuple[AdaptiveMLP, tuple[torch.Tensor, torch.Tensor]]:
-    config = ac._config("truncate", seed, norm, rate_init=0.1)  # 24 neurons: a quick curve
+    config = ac.compress_config("truncate", seed, norm, rate_init=0.1)  # 24 neurons: a quick curve
     torch.manual_seed(seed)
-    model = ac.build_model(config)
-    test = ac.load_splits(config)["test"]
+    model = common.build_model(config)
+    test = common.load_splits(config)["test"]
     return model, test
 
 
-@pytest.mark.parametrize("norm", ac.ARMS)
+@pytest.mark.parametrize("norm", common.ARMS)
 def test_truncation_at_zero_is_the_untruncated_model(norm):
     model, test = _spiral_model(norm)
     curve = ac.truncation_curve(model, test)
@@ -122,7 +124,7 @@ def test_truncation_at_zero_is_the_untruncated_model(norm):
     assert curve["test_acc"][0] == evaluate(model, test, batch_size=4096)["accuracy"]
 
 
-@pytest.mark.parametrize("norm", ac.ARMS)
+@pytest.mark.parametrize("norm", common.ARMS)
 def test_removing_neurons_without_outgoing_weights_changes_nothing(norm):
     model, test = _spiral_model(norm, seed=1)
     d = model.widths()[0]
@@ -183,7 +185,7 @@ def test_exponential_fit_recovers_a_known_curve_and_skips_dead_neurons():
 
 
 def test_truncate_run_metrics(tmp_path):
-    config = ac._config("truncate", 0, epochs=2)
+    config = ac.compress_config("truncate", 0, epochs=2)
     res = ac.train_compress(config, _ctx(tmp_path))
     m, c = res["metrics"], res["curves"]
     d = m["truncation_width"]
@@ -207,14 +209,14 @@ def test_truncate_run_metrics(tmp_path):
 ])
 def test_bad_configurations_name_the_field(overrides, message):
     with pytest.raises(ValueError, match=message):
-        ac.check_config(ac._config("anneal", 0) | overrides)
+        ac.check_config(ac.compress_config("anneal", 0) | overrides)
 
 
 def test_truncate_study_refuses_a_prior_and_unknown_keys():
     with pytest.raises(ValueError, match="rate_prior='annealed' is not allowed for study='truncate'; allowed: none"):
-        ac.check_config(ac._config("truncate", 0) | {"rate_prior": "annealed"})
+        ac.check_config(ac.compress_config("truncate", 0) | {"rate_prior": "annealed"})
     with pytest.raises(ValueError, match=r"unknown configuration keys \['width'\]"):
-        ac._config("anneal", 0, width=3)
+        ac.compress_config("anneal", 0, width=3)
 
 
 def test_profiles_and_links():
@@ -232,4 +234,4 @@ def test_profiles_and_links():
         ac.check_config(c)
     for link in exp.links:
         paper_items.item(link.item)  # every linked id exists
-        assert any(all(c[k] == v for k, v in link.where.items()) for c in paper)  # and selects paper runs
+        assert any(matches(c, link.where) for c in paper)  # and selects paper runs

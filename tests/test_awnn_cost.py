@@ -1,4 +1,4 @@
-"""The step-cost measurement of the AWNN (``hacn_core.awnn.studies.cost``)."""
+"""The step-cost measurement of the AWNN (``hacn_core.awnn.studies.cost``) and its report."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hacn_core import catalog
 from hacn_core.awnn import fast_cpp
 from hacn_core.awnn import AdaptiveMLP, quantile_width
 from hacn_core.awnn.studies import cost as ac
+from hacn_core.awnn.studies import cost_report as cr
 
 
 def _awnn(seed: int = 0) -> AdaptiveMLP:
@@ -71,12 +72,12 @@ def test_measurement_is_consistent(phase):
     assert m["awnn/fixed"] == pytest.approx(statistics.median(a / f for a, f in zip(c["awnn_s"], c["fixed_s"])))
     assert m["awnn_us"] == pytest.approx(1e6 * statistics.median(c["awnn_s"]))
     assert m["width_start"] == 2 * quantile_width(config["rate_init"]) == 462
-    assert f"ratio {m['awnn/fixed']:.3f}" in ac.report(m, phase)  # the benchmark prints the stored median
+    assert f"ratio {m['awnn/fixed']:.3f}" in cr.measurement_text(m, phase)  # the benchmark prints the stored median
     assert m["node"] == fast_cpp.active_backend()
     if m["node"] == "cpp":  # the same AWNN timed with the Python node, interleaved
         assert len(c["python_s"]) == 3
         assert m["python/awnn"] == pytest.approx(statistics.median(p / a for p, a in zip(c["python_s"], c["awnn_s"])))
-        assert "what the C++ node saves" in ac.report(m, phase)
+        assert "what the C++ node saves" in cr.measurement_text(m, phase)
     if phase == "steady":
         assert m["width_changes"] == 0 and m["width_end"] == m["width_start"]
     else:
@@ -113,7 +114,7 @@ def test_ratio_by_width_groups_repetitions():
     curves = {"awnn_s": [2.0, 3.0, 4.0, 1.2], "fixed_s": [1.0, 1.0, 2.0, 1.0], "static_s": [1.5, 1.5, 3.0, 1.1],
               "update_width_s": [0.1] * 4, "total_width": [150, 190, 250, 500]}
     result = RunResult("x", {"phase": "adapting"}, "h", 0, {}, curves)
-    table = ac.ratio_by_width(result)
+    table = cr.ratio_by_width(result)
     assert list(table.index) == ["< 200", "200-299", ">= 400"]  # empty bands are left out
     assert table.loc["< 200", "repetitions"] == 2
     assert table.loc["< 200", "awnn/fixed"] == pytest.approx(2.5)  # median of 2 and 3
@@ -134,7 +135,7 @@ def _fake_adapting(seed, awnn, fixed, widths):
 def test_adapting_summary_pools_the_repetitions_of_all_seeds():
     a = _fake_adapting(0, [1.1, 1.2, 1.3], [1.0, 1.0, 1.0], [420, 300, 150])
     b = _fake_adapting(1, [1.0, 2.2], [1.0, 2.0], [250, 120])
-    table = ac.adapting_summary([b, a])
+    table = cr.adapting_summary([b, a])
     assert list(table.index) == ["seed 0", "seed 1", "pooled"]
     assert table.loc["seed 0", "AWNN / fixed"] == pytest.approx(1.2)
     assert table.loc["seed 1", "AWNN / fixed"] == pytest.approx(1.05)  # median of 1.0 and 1.1
@@ -144,8 +145,8 @@ def test_adapting_summary_pools_the_repetitions_of_all_seeds():
     assert pooled[f"share <= {ac.TARGET_RATIO}"] == pytest.approx(3 / 5)
     assert pooled["static / fixed"] == pytest.approx(1.05)
     assert pooled["total width"] == "120 to 420"
-    bands = ac.ratio_by_width([a, b])
+    bands = cr.ratio_by_width([a, b])
     assert bands.loc["< 200", "repetitions"] == 2  # 150 (seed 0) and 120 (seed 1)
     assert bands.loc["< 200", "awnn/fixed"] == pytest.approx((1.3 + 1.1) / 2)
     with pytest.raises(ValueError, match="awnn-step-cost"):
-        ac.ratio_by_width([])
+        cr.ratio_by_width([])

@@ -1,4 +1,4 @@
-"""AWNN chapter 1 (how a width is set): experiment ``awnn-kaiming-plus`` and its helpers."""
+"""AWNN chapter 1 (how a width is set): experiment ``awnn-kaiming-plus``, its helpers and its report."""
 
 import math
 
@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from hacn_core import awnn, catalog
 from hacn_core.awnn.studies import init as ai
+from hacn_core.awnn.studies import init_report as ir
 from hacn_core.engine.results import ResultsStore
 
 NOTEBOOK_CURVES = ("epoch", "train_loss", "record_epoch", "train_acc", "train_nll", "val_acc", "test_acc",
@@ -71,9 +72,9 @@ def test_tiny_run_returns_the_notebook_curves(tmp_path):
         m = r.metrics
         assert m["final_test_acc"] == c["test_acc"][-1] and m["final_total_width"] == c["total_width"][-1]
         assert set(m) >= {"test_acc", "best_epoch", "epochs_to_converge", "final_train_acc"}
-    frame = ai.results_frame(results)
+    frame = ir.results_frame(results)
     assert list(frame["init"]) == ["kaiming", "kaiming+"]
-    fig = ai.plot_convergence(results)
+    fig = ir.plot_convergence(results)
     assert len(fig.axes) == 3
 
 
@@ -127,7 +128,7 @@ def test_theory_variances_by_hand():
 
 
 def test_measured_variances_follow_the_theory():
-    table = ai.variance_table(n_inputs=2048)
+    table = ir.variance_table(n_inputs=2048)
     ratio = table["measured / theory"]
     assert ((ratio > 0.5) & (ratio < 2.0)).all()  # both schemes, every layer
     plus = table[table["init"] == "kaiming+"]["measured"].to_numpy()
@@ -140,7 +141,7 @@ def test_measured_variances_follow_the_theory():
 
 
 def test_start_widths_and_the_paper():
-    table = ai.start_width_table().set_index("rate")
+    table = ir.start_width_table().set_index("rate")
     assert table.loc[0.01, "ours D"] == 231 and table.loc[0.01, "paper (approx.)"] == 256
     assert table.loc[0.02, "ours D"] == 116 and table.loc[0.02, "paper (approx.)"] == 128
     assert table.loc[0.004, "ours D"] == 576 and table.loc[0.004, "paper (approx.)"] == 512

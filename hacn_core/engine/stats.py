@@ -1,4 +1,5 @@
-"""Statistics the chapters and the ledger share: a mean with its confidence interval, cell means.
+"""Statistics the chapters and the ledger share: a mean with its confidence interval, cell means,
+rounding to significant digits.
 
 Our value of a paper item is the mean over the stored runs (one per seed) with
 the half-width of a Student-t 95% confidence interval; one run has no interval.
@@ -41,6 +42,17 @@ def estimate(values: Sequence[float], confidence: float = 0.95) -> Estimate:
     sem = x.std(ddof=1) / math.sqrt(x.size)
     t = stats.t.ppf(0.5 + confidence / 2, df=x.size - 1)
     return Estimate(float(x.mean()), float(t * sem), int(x.size))
+
+
+def round_significant(values: Sequence[float], digits: int) -> list[float]:
+    """``values`` rounded to ``digits`` significant digits (non-finite values unchanged).
+
+    For the curves a run stores: six digits keep every plotted value and make the
+    stored file several times smaller than the full float repr.
+    """
+    if digits < 1:
+        raise ValueError(f"digits={digits} must be >= 1")
+    return [float(f"{v:.{digits}g}") if math.isfinite(v) else v for v in values]
 
 
 def cell_means(results: Sequence[RunResult], metric: str, keys: Sequence[str]) -> dict[tuple, float]:

@@ -1,11 +1,7 @@
-"""How AWNN sets a width: Fig. 1, Fig. 2 and Fig. 7 of Errica et al. (AWNN).
+"""How AWNN sets a width: Fig. 2 and Fig. 7 of Errica et al. (AWNN), and kaiming+ (Theorem 3.1).
 
-Three pieces, used by ``notebooks/awnn_01_width.ipynb``:
-
-Fig. 1 (analytic)
-    :func:`start_width_table` and :func:`plot_importance`: the discretized
-    exponential ``f(x; nu)`` (Eq. 12), its quantile width ``D`` at ``k`` (Eq. 11)
-    and the activations rescaled by ``f(j)`` (Eq. 14), all from ``hacn_core.awnn``.
+Two pieces; the tables and plots of ``notebooks/awnn_01_width.ipynb`` (Fig. 1, which is
+analytic, among them) are in :mod:`hacn_core.awnn.studies.init_report`.
 
 Fig. 2 and Fig. 7 (left): activation variance at initialisation
     :func:`activation_variances` measures ``Var[alpha^l]`` (the activations
@@ -64,17 +60,17 @@ Profiles
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from hacn_core import awnn
+from hacn_core.awnn.studies import tabular
+from hacn_core.awnn.studies.common import best_record
 from hacn_core.engine.data import synthetic_splits
 from hacn_core.engine.registry import Experiment, Link, with_overrides
-from hacn_core.paper_items import item as paper_item
-from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import Callback, TrainConfig, TrainState, evaluate, fit
 
 EXPERIMENT_ID = "awnn-kaiming-plus"
@@ -86,100 +82,13 @@ RATE = awnn.DEFAULT_RATE  # 0.01, Table 3
 K = 0.9
 SIGMA_THETA = 10.0  # Table 3 tries 1.0 and 10.0
 LR = 0.01
-BATCH_SIZE = 128
-PAPER_EPOCHS = 5000
+BATCH_SIZE = tabular.TASKS[DATASET]["batch_size"]  # 128, Table 3
+PAPER_EPOCHS = tabular.TASKS[DATASET]["epochs"]  # 5000, Table 3
 PAPER_SEEDS: tuple[int, ...] = tuple(range(10))
 BOOK_EPOCHS = 1500  # 48 minutes for the 6 stored book runs on one thread (see Profiles)
 BOOK_SEEDS: tuple[int, ...] = (0, 1, 2)
 SMOKE_EPOCHS = 3
 CONVERGED_ACC = 0.99  # training accuracy that counts as "converged"
-
-# Paper values of the starting widths (Eq. 11, App. C.1-C.3): item id per rate.
-START_WIDTH_ITEMS: dict[float, str] = {
-    0.01: "awnn/eq11/start-width-tabular-rate0.01",
-    0.02: "awnn/eq11/start-width-image-rate0.02",
-    0.004: "awnn/eq11/start-width-multi30k-rate0.004",
-}
-
-
-# --------------------------------------------------------------------------- Fig. 1
-
-
-def start_width_table(k: float = K):
-    """The starting width ``D`` (Eq. 11) of each rate the paper uses, beside its "approximately".
-
-    Columns: ``rate``, ``paper`` (the paper's rounded figure), ``ours``
-    (:func:`hacn_core.awnn.quantile_width`), ``ln(1/(1-k))/rate`` (the real-valued
-    quantile before the ceiling), ``mass of D`` (``1 - e^{-rate D} >= k``) and the
-    relative difference.
-    """
-    import pandas as pd
-
-    rows = []
-    for rate, item_id in START_WIDTH_ITEMS.items():
-        d = awnn.quantile_width(rate, k)
-        paper = paper_item(item_id).paper_value
-        rows.append({
-            "rate": rate,
-            "source": paper_item(item_id).source,
-            "paper (approx.)": int(paper),
-            "ours D": d,
-            "ln(1/(1-k))/rate": -math.log1p(-k) / rate,
-            "mass of first D": awnn.importance_mass(rate, d),
-            "ours / paper - 1": d / paper - 1.0,
-            "item": item_id,
-        })
-    return pd.DataFrame.from_records(rows)
-
-
-def plot_importance(rates: Sequence[float] = (0.02, 0.01, 0.004), k: float = K, seed: int = 0,
-                    activation_rate: float = 0.02):
-    """Fig. 1 (middle, right): ``f(x; nu)`` with its quantile width, and rescaled activations.
-
-    Left: Eq. 12 for each rate, the first ``D`` positions shaded and ``D`` marked.
-    Right: one hidden layer of width ``D`` (rate ``activation_rate``) on one input
-    (seeded): ``alpha_j = ReLU(w_j x)`` before and ``h_j = alpha_j f(j)`` after the
-    rescaling of Eq. 14 (right axis).
-    """
-    from hacn_core.engine import plots
-
-    fig, axes = plots.figure(2, height=3.2)
-    ax = axes[0, 0]
-    x_max = int(1.3 * awnn.quantile_width(min(rates), k))
-    x = torch.arange(x_max, dtype=torch.float64)
-    for rate in rates:
-        f = awnn.discretized_exponential(x, rate).numpy()
-        d = awnn.quantile_width(rate, k)
-        (line,) = ax.plot(x.numpy(), f, label=f"$\\nu$ = {rate:g}: D = {d}")
-        ax.fill_between(x.numpy()[:d], f[:d], color=line.get_color(), alpha=0.15, linewidth=0)
-        ax.axvline(d, color=line.get_color(), linestyle="--", linewidth=1)
-    ax.set_xlabel("neuron position x")
-    ax.set_ylabel("importance f(x; $\\nu$)")
-    ax.set_title(f"Eq. 12; D = quantile at k = {k:g} (Eq. 11)", fontsize="medium")
-    ax.legend(frameon=False, fontsize="small")
-
-    ax = axes[0, 1]
-    d = awnn.quantile_width(activation_rate, k)
-    g = torch.Generator().manual_seed(seed)
-    w = torch.randn(d, 2, generator=g, dtype=torch.float64)
-    inp = torch.randn(2, generator=g, dtype=torch.float64)
-    alpha = torch.relu(w @ inp)
-    h = alpha * awnn.importances(torch.tensor(activation_rate, dtype=torch.float64), d)
-    j = np.arange(d)
-    ax.bar(j, alpha.numpy(), width=1.0, color=plots.PAPER_COLOUR, label="$\\alpha_j$ = ReLU($w_j x$)")
-    ax.set_xlabel("neuron position j")
-    ax.set_ylabel("$\\alpha_j$ (before)")
-    ax2 = ax.twinx()
-    ax2.plot(j, h.numpy(), ".", markersize=3, color="C0", label="$h_j = \\alpha_j f(j)$")
-    ax2.set_ylabel("$h_j$ (after, Eq. 14)", color="C0")
-    ax2.spines["right"].set_visible(True)
-    ax.set_title(f"one layer, $\\nu$ = {activation_rate:g}, D = {d}", fontsize="medium")
-    handles = ax.get_legend_handles_labels()
-    handles2 = ax2.get_legend_handles_labels()
-    ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], frameon=False, fontsize="small")
-    fig.tight_layout()
-    return fig
-
 
 # --------------------------------------------------------------------------- Fig. 2 / Fig. 7 (left)
 
@@ -252,65 +161,6 @@ def depth_variance_ratio(init: str, *, hidden_layers: int = HIDDEN_LAYERS, draws
                              for s in range(draws)], dtype=torch.float64)
     mean = per_draw.mean(0)
     return float(mean[-1] / mean[0])
-
-
-def variance_table(hidden_layers: int = HIDDEN_LAYERS, rate: float = RATE, n_inputs: int = 4096, seed: int = 0):
-    """Measured and predicted ``Var[alpha^l]`` per layer for kaiming and kaiming+ (a DataFrame)."""
-    import pandas as pd
-
-    rows = []
-    for init in INITS:
-        measured = activation_variances(init, hidden_layers=hidden_layers, rate=rate, n_inputs=n_inputs, seed=seed)
-        theory = theory_variances(init, hidden_layers=hidden_layers, rate=rate)
-        for layer, (m, t) in enumerate(zip(measured, theory), start=1):
-            rows.append({"init": INIT_LABELS[init], "layer": layer, "measured": m, "theory": t,
-                         "measured / theory": m / t})
-    return pd.DataFrame.from_records(rows)
-
-
-def plot_variances(table):
-    """Fig. 2 / Fig. 7 (left): ``Var[alpha^l]`` per layer, measured (markers) and theory (lines)."""
-    from hacn_core.engine import plots
-
-    fig, axes = plots.figure(1, height=3.2)
-    ax = axes[0, 0]
-    for i, init in enumerate(INITS):
-        sub = table[table["init"] == INIT_LABELS[init]]
-        ax.plot(sub["layer"], sub["theory"], "-", color=f"C{i}", label=f"{INIT_LABELS[init]}: theory")
-        ax.plot(sub["layer"], sub["measured"], "o", color=f"C{i}", label=f"{INIT_LABELS[init]}: measured")
-    ax.set_yscale("log")
-    ax.set_xlabel("hidden layer l")
-    ax.set_ylabel("Var[$\\alpha^l$] at initialisation")
-    ax.set_xticks(sorted(table["layer"].unique()))
-    ax.legend(frameon=False, fontsize="small")
-    fig.tight_layout()
-    return fig
-
-
-def gradient_table(batch_size: int = BATCH_SIZE, seed: int = 0):
-    """Root-mean-square gradient of the predictive term of Eq. 13 at initialisation, per layer.
-
-    One SpiralHard training batch, the run's network (:func:`build_model`) under
-    each init, ``N = 3500``, no weight prior: how much the data can move each
-    layer's weights (``rho``, biases excluded) at the first step. ``layer``
-    ``L + 1`` is the output layer.
-    """
-    import pandas as pd
-
-    splits = synthetic_splits(DATASET, 0)
-    x, y = (t[:batch_size] for t in splits["train"])
-    n_train = len(splits["train"][1])
-    rows = []
-    for init in INITS:
-        model = build_model(make_config(init, seed))
-        model.zero_grad()
-        elbo_loss(model, n_train, None)(model(x), y).backward()
-        for layer, lin in enumerate(model.layers, start=1):
-            g = lin.rho.grad[:, lin.col0:]
-            rows.append({"init": INIT_LABELS[init], "layer": layer,
-                         "weight rms": float(lin.weight.detach().pow(2).mean().sqrt()),
-                         "data gradient rms": float(g.pow(2).mean().sqrt())})
-    return pd.DataFrame.from_records(rows)
 
 
 # --------------------------------------------------------------------------- Fig. 7 (right): training
@@ -432,8 +282,7 @@ def train_kaiming_plus(config: dict[str, Any], context: RunContext) -> dict[str,
             torch.set_flush_denormal(False)
     c = out.curves
     train_acc = np.asarray(c["train_acc"], dtype=float)
-    val_acc = np.asarray(c["val_acc"], dtype=float)
-    best = int(np.argmax(val_acc))
+    best = best_record(c["val_acc"])
     reached = np.flatnonzero(train_acc >= CONVERGED_ACC)
     return {
         "metrics": {
@@ -466,73 +315,3 @@ EXPERIMENT = Experiment(
     links=(Link("awnn/fig7-right/spiralhard-kaiming-convergence", "final_train_acc", {"init": "kaiming"},
                 scale=100.0),),
 )
-
-
-# --------------------------------------------------------------------------- tables and plots
-
-
-def results_frame(results: Sequence[RunResult]):
-    """One row per run: init, seed and the metrics."""
-    import pandas as pd
-
-    frame = pd.DataFrame.from_records(
-        [{"init": INIT_LABELS[r.config["init"]], "seed": r.seed, "epochs": r.config["epochs"], **r.metrics,
-          "wall_s": r.provenance.get("wall_time_s")} for r in results])
-    return frame.sort_values(["init", "seed"]).reset_index(drop=True)
-
-
-def _stack(results: Sequence[RunResult], key: str) -> tuple[np.ndarray, np.ndarray]:
-    xs = "record_epoch" if key != "train_loss" else "epoch"
-    n = min(len(r.curves[key]) for r in results)
-    x = np.asarray(results[0].curves[xs][:n], dtype=float)
-    return x, np.asarray([r.curves[key][:n] for r in results], dtype=float)
-
-
-def summary(results: Sequence[RunResult]):
-    """Per init: seeds, how many reached ``CONVERGED_ACC`` training accuracy and when, final accuracies and width."""
-    import pandas as pd
-
-    frame = results_frame(results)
-    rows = []
-    for init in INITS:
-        sub = frame[frame["init"] == INIT_LABELS[init]]
-        if sub.empty:
-            continue
-        reached = sub["epochs_to_converge"].dropna()
-        rows.append({
-            "init": INIT_LABELS[init],
-            "seeds": len(sub),
-            "epochs": int(sub["epochs"].iloc[0]),
-            f"reached {CONVERGED_ACC:.0%} train acc": f"{len(reached)} of {len(sub)}",
-            "epoch reached (mean)": float(reached.mean()) if len(reached) else float("nan"),
-            "final train acc": float(sub["final_train_acc"].mean()),
-            "final test acc": float(sub["final_test_acc"].mean()),
-            "test acc (best val)": float(sub["test_acc"].mean()),
-            "final total width": float(sub["final_total_width"].mean()),
-        })
-    return pd.DataFrame.from_records(rows)
-
-
-def plot_convergence(results: Sequence[RunResult]):
-    """Fig. 7 (right): training cross-entropy, test accuracy and total width over epochs, per init
-    (mean over seeds with a band of one standard error)."""
-    from hacn_core.engine import plots
-
-    fig, axes = plots.figure(3, height=3.0)
-    panels = [("train_nll", "training cross-entropy", True), ("test_acc", "test accuracy", False),
-              ("total_width", "total hidden width", False)]
-    for i, init in enumerate(INITS):
-        runs = [r for r in results if r.config["init"] == init]
-        if not runs:
-            continue
-        for ax, (key, label, log) in zip(axes[0], panels):
-            x, y = _stack(runs, key)
-            seeds = f"{len(runs)} seed" + ("s" if len(runs) > 1 else "")
-            plots.with_ci(ax, x, y, label=f"{INIT_LABELS[init]} ({seeds})", color=f"C{i}")
-            ax.set_ylabel(label)
-            ax.set_xlabel("epoch")
-            if log:
-                ax.set_yscale("log")
-    axes[0, 0].legend(frameon=False, fontsize="small")
-    fig.tight_layout()
-    return fig

@@ -11,51 +11,56 @@ one hidden layer on DoubleMoon and Spiral (Table 3 fixes it); on SpiralHard Tabl
 per-layer widths make 32 only as 2 x 16 or 4 x 8, and :data:`TABLE1_SHAPES` takes
 2 x 16 (both run, and so does one layer of 32, outside the grid). ``book`` and
 ``paper`` profiles are identical here because the whole study fits on a CPU.
+
+The protocol's pieces (best-epoch selection, :class:`~hacn_core.awnn.studies.common.SplitAccuracy`)
+are :mod:`hacn_core.awnn.studies.common`'s; chapter 2 shows these runs beside AWNN's through
+:mod:`hacn_core.awnn.studies.adaptive_report` (Table 1, the baseline seed by seed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
+from hacn_core.awnn.baseline import MLP
+from hacn_core.awnn.studies.common import SplitAccuracy, best_record
 from hacn_core.engine.data import synthetic_splits
 from hacn_core.engine.registry import Experiment, Link
-from hacn_core.awnn.baseline import MLP
-from hacn_core.engine.results import RunContext
-from hacn_core.engine.training import Callback, TrainConfig, TrainState, evaluate, fit
+from hacn_core.engine.results import RunContext, RunResult
+from hacn_core.engine.training import TrainConfig, fit
+from hacn_core.paper_items import item as paper_item
 
-# Per task: the paper's budget (Table 3) and selected width (Table 1), our batch choice.
+EXPERIMENT_ID = "awnn-tabular-fixed"
+
+
+def _table1_width(dataset: str) -> int:
+    """The total width Table 1 reports for the fixed MLP on ``dataset`` (the grid search's choice)."""
+    return int(paper_item(f"awnn/table1/{dataset.lower()}-fixed-width").paper_value)
+
+
+# Per task: the paper's budget (Table 3) and selected total width (Table 1), our batch choice.
 TASKS: dict[str, dict[str, Any]] = {
-    "DoubleMoon": {"width": 8, "epochs": 500, "batch_size": 32},
-    "Spiral": {"width": 16, "epochs": 1000, "batch_size": 128},
-    "SpiralHard": {"width": 32, "epochs": 5000, "batch_size": 128},
+    "DoubleMoon": {"width": _table1_width("DoubleMoon"), "epochs": 500, "batch_size": 32},
+    "Spiral": {"width": _table1_width("Spiral"), "epochs": 1000, "batch_size": 128},
+    "SpiralHard": {"width": _table1_width("SpiralHard"), "epochs": 5000, "batch_size": 128},
 }
 PAPER_SEEDS = tuple(range(10))  # "retrained 10 times" (Section 4)
 #: Table 3's SpiralHard grid: hidden layers [1, 2, 4], widths per layer [8, 16, 24, 128, 256]. No
 #: point of it has a total width of 32 with one layer: Table 1's 32 is 2 x 16 or 4 x 8. All three
-#: shapes run, with the same budget and seeds (``_config`` keeps the one-layer reading, our first).
-GRID_DEPTHS: dict[str, tuple[tuple[int, int], ...]] = {"SpiralHard": ((2, 16), (4, 8))}  # (layers, width per layer)
+#: shapes run, with the same budget and seeds (:func:`fixed_config` keeps the one-layer reading, our
+#: first). Per dataset: (layers, width per layer).
+GRID_DEPTHS: dict[str, tuple[tuple[int, int], ...]] = {
+    "SpiralHard": tuple((layers, TASKS["SpiralHard"]["width"] // layers) for layers in (2, 4))}
 #: The shape (hidden layers, width per layer) whose runs are Table 1's fixed baseline: one layer
 #: where Table 3 fixes one, and on SpiralHard 2 x 16, a point of the grid with the paper's total
 #: of 32 and the depth of our AWNN arm there (chapter 2 runs AWNN with 2 hidden layers).
-TABLE1_SHAPES: dict[str, tuple[int, int]] = {"DoubleMoon": (1, 8), "Spiral": (1, 16), "SpiralHard": (2, 16)}
-
-
-class SplitAccuracy(Callback):
-    """Validation and test accuracy at every record point, for best-epoch selection."""
-
-    def __init__(self, val: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor]):
-        self.val, self.test = val, test
-
-    def on_record(self, state: TrainState) -> dict[str, float]:
-        model = state.model
-        was_training = model.training
-        val = evaluate(model, self.val, batch_size=4096)
-        test = evaluate(model, self.test, batch_size=4096)
-        model.train(was_training)
-        return {"val_acc": val["accuracy"], "test_acc": test["accuracy"]}
+TABLE1_SHAPES: dict[str, tuple[int, int]] = {
+    "DoubleMoon": (1, TASKS["DoubleMoon"]["width"]),
+    "Spiral": (1, TASKS["Spiral"]["width"]),
+    "SpiralHard": GRID_DEPTHS["SpiralHard"][0],
+}
 
 
 def train_fixed_mlp(config: dict[str, Any], context: RunContext) -> dict[str, Any]:
@@ -75,12 +80,11 @@ def train_fixed_mlp(config: dict[str, Any], context: RunContext) -> dict[str, An
     tracker = SplitAccuracy(splits["val"], splits["test"])
     out = fit(model, splits["train"], train_config, callbacks=[tracker], checkpoint_dir=context.checkpoint_dir,
               progress=context.progress)
-    val_acc = np.asarray(out.curves["val_acc"], dtype=float)
-    best = int(np.argmax(val_acc))  # first epoch with the best validation accuracy
+    best = best_record(out.curves["val_acc"])
     return {
         "metrics": {
             "test_acc": float(out.curves["test_acc"][best]),
-            "val_acc": float(val_acc[best]),
+            "val_acc": float(out.curves["val_acc"][best]),
             "best_epoch": int(out.curves["record_epoch"][best]),
             "final_test_acc": float(out.curves["test_acc"][-1]),
             "total_width": config["width"] * config["hidden_layers"],
@@ -91,7 +95,9 @@ def train_fixed_mlp(config: dict[str, Any], context: RunContext) -> dict[str, An
     }
 
 
-def _config(dataset: str, seed: int, **overrides: Any) -> dict[str, Any]:
+def fixed_config(dataset: str, seed: int, **overrides: Any) -> dict[str, Any]:
+    """One fixed-MLP run on ``dataset``: one hidden layer of Table 1's total width, ReLU, Adam lr 0.01,
+    the task's batch and budget of :data:`TASKS`; ``overrides`` replace entries (other shapes, budgets)."""
     task = TASKS[dataset]
     return {
         "dataset": dataset,
@@ -107,12 +113,13 @@ def _config(dataset: str, seed: int, **overrides: Any) -> dict[str, Any]:
 
 
 def _every_shape(seeds: tuple[int, ...], **overrides: Any) -> list[dict[str, Any]]:
-    grid = [_config(d, s, hidden_layers=layers, width=width, **overrides)
+    grid = [fixed_config(d, s, hidden_layers=layers, width=width, **overrides)
             for d, shapes in GRID_DEPTHS.items() for layers, width in shapes for s in seeds]
-    return [_config(d, s, **overrides) for d in TASKS for s in seeds] + grid
+    return [fixed_config(d, s, **overrides) for d in TASKS for s in seeds] + grid
 
 
-def _paper() -> list[dict[str, Any]]:
+def paper_configs() -> list[dict[str, Any]]:
+    """Every task at one hidden layer, then SpiralHard's :data:`GRID_DEPTHS`, 10 seeds each."""
     return _every_shape(PAPER_SEEDS)
 
 
@@ -121,15 +128,20 @@ def is_table1_baseline(config: dict[str, Any]) -> bool:
     return (config["hidden_layers"], config["width"]) == TABLE1_SHAPES[config["dataset"]]
 
 
-def _smoke() -> list[dict[str, Any]]:
+def table1_baseline_runs(fixed: Sequence[RunResult], dataset: str) -> list[RunResult]:
+    """The stored fixed runs on ``dataset`` that Table 1 reads (:func:`is_table1_baseline`), in order."""
+    return [r for r in fixed if r.config["dataset"] == dataset and is_table1_baseline(r.config)]
+
+
+def smoke_configs() -> list[dict[str, Any]]:
     return _every_shape((0, 1), epochs=5)
 
 
 EXPERIMENT = Experiment(
-    id="awnn-tabular-fixed",
+    id=EXPERIMENT_ID,
     title="Fixed-width MLP on DoubleMoon, Spiral, SpiralHard (AWNN Table 1, fixed rows)",
     train=train_fixed_mlp,
-    configs={"smoke": _smoke, "book": _paper, "paper": _paper},
+    configs={"smoke": smoke_configs, "book": paper_configs, "paper": paper_configs},
     setting={
         "smoke": "5 epochs, 2 seeds",
         "book": ("paper's budget and selected total width, 10 seeds; layers, activation and lr are our pick from "
