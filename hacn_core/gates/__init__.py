@@ -35,3 +35,27 @@ from hacn_core.gates.layers import (
     remove_layers,
     set_gates,
 )
+
+__all__ = [
+    "GATE_FUNCTIONS",
+    "REMOVAL_STRATEGIES",
+    "GatedPlainLayer",
+    "GatedResidualLayer",
+    "PlainLayer",
+    "RemovableLayer",
+    "RemovalPoint",
+    "ResidualLayer",
+    "SkippedLayer",
+    "gate_parameters",
+    "gate_value",
+    "gate_values",
+    "gated_plain",
+    "gated_residual",
+    "mean_gate",
+    "prune",
+    "removable_layers",
+    "removal_curve",
+    "removal_order",
+    "remove_layers",
+    "set_gates",
+]
