@@ -4,8 +4,16 @@
     python -m hacn_core run awnn-tabular-fixed --profile book
     python -m hacn_core run awnn-tabular-fixed --profile smoke --where dataset=Spiral
     python -m hacn_core run gates-mnist --profile paper --where depth=50 --stacked
-    python -m hacn_core ledger                    # the reproduction ledger
+    python -m hacn_core ledger                    # the reproduction ledger (text)
+    python -m hacn_core ledger --format csv > ledger.csv            # or json: for pandas and scripts
     python -m hacn_core fetch MNIST               # download a dataset into the data root
+
+``ledger --format csv`` / ``--format json`` print one row per paper item with the
+columns id, paper, item, quantity, paper value, paper std, our mean, our std (sample
+standard deviation over the stored runs), seeds (the number of runs), setting,
+status, experiment; numbers unrounded, empty (CSV) or null (JSON) where there is no
+value; the JSON rows also list the seeds (``seed list``). ``--results DIR`` reads
+another store.
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ def _parse_where(pairs: Sequence[str]) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hacn_core", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hacn_core", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the experiments")
     run_p = sub.add_parser("run", help="run (or load) every configuration of an experiment")
@@ -42,7 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
     run_p.add_argument("--stacked", action="store_true",
                        help="train missing runs together with the experiment's stacked engine (gates-mnist)")
-    sub.add_parser("ledger", help="print the reproduction ledger").add_argument("--results", default=None)
+    ledger_p = sub.add_parser("ledger", help="print the reproduction ledger")
+    ledger_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
+    ledger_p.add_argument("--format", default="text", choices=("text", "csv", "json"),
+                          help="text (default, for reading), csv or json (one row per paper item, for pandas)")
     fetch_p = sub.add_parser("fetch", help="download a dataset into the data root")
     fetch_p.add_argument("dataset")
     args = parser.parse_args(argv)
@@ -67,10 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{result.config_hash} seed={result.seed}: {metrics}")
         return 0
     if args.command == "ledger":
-        from hacn_core.ledger import format_ledger
         from hacn_core.engine.results import ResultsStore
+        from hacn_core.ledger import format_ledger, ledger_csv, ledger_json
 
-        print(format_ledger(ResultsStore(args.results)))
+        store = ResultsStore(args.results)
+        if args.format == "text":
+            print(format_ledger(store))
+        else:
+            sys.stdout.write((ledger_csv if args.format == "csv" else ledger_json)(store))
         return 0
     if args.command == "fetch":
         from hacn_core.engine.data import data_root, ensure_dataset
