@@ -4,8 +4,27 @@
     python -m hacn_core run awnn-tabular-fixed --profile book
     python -m hacn_core run awnn-tabular-fixed --profile smoke --where dataset=Spiral
     python -m hacn_core run gates-mnist --profile paper --where depth=50 --stacked
-    python -m hacn_core ledger                    # the reproduction ledger
+    python -m hacn_core run gates-cifar --profile paper --dry-run   # cost of a profile, trains nothing
+    python -m hacn_core ledger                    # the reproduction ledger (text)
+    python -m hacn_core ledger --format csv > ledger.csv            # or json: for pandas and scripts
     python -m hacn_core fetch MNIST               # download a dataset into the data root
+
+``run --dry-run`` stores nothing. For every group of configurations that build the
+same model on the same input shape it builds the study's model, takes one training
+step (forward, loss, backward, optimizer step; AWNN: the ELBO and the width update)
+on synthetic data on the CPU, at a reduced batch when the paper's would take more
+than a few seconds there, and prints the parameter count, the FLOPs of one step at
+the paper's batch (``torch.utils.flop_counter.FlopCounterMode`` at the batch it ran
+at, scaled linearly), the optimizer steps of the schedule (epochs x steps per
+epoch) and an estimate of GPU-hours on an assumption it prints
+(``hacn_core.engine.dry_run``). Experiments that train no model say so.
+
+``ledger --format csv`` / ``--format json`` print one row per paper item with the
+columns id, paper, item, quantity, paper value, paper std, our mean, our std (sample
+standard deviation over the stored runs), seeds (the number of runs), setting,
+status, experiment; numbers unrounded, empty (CSV) or null (JSON) where there is no
+value; the JSON rows also list the seeds (``seed list``). ``--results DIR`` reads
+another store.
 """
 
 from __future__ import annotations
@@ -14,8 +33,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from hacn_core.engine.profiles import PROFILES, current_profile
+
+if TYPE_CHECKING:
+    from hacn_core.engine.registry import Experiment
 
 
 def _parse_where(pairs: Sequence[str]) -> dict:
@@ -31,8 +54,23 @@ def _parse_where(pairs: Sequence[str]) -> dict:
     return where
 
 
+def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any]) -> int:
+    """``run --dry-run``: the report of :func:`hacn_core.engine.dry_run.dry_run`, or one line on bad input."""
+    from hacn_core.engine.dry_run import dry_run, format_report
+
+    try:
+        experiment.runs(profile)
+    except ValueError as err:  # an unknown profile, or one this experiment lacks
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    report = dry_run(experiment, profile, where=where, progress=lambda line: print(line, file=sys.stderr))
+    print(format_report(report))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hacn_core", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hacn_core", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the experiments")
     run_p = sub.add_parser("run", help="run (or load) every configuration of an experiment")
@@ -42,7 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
     run_p.add_argument("--stacked", action="store_true",
                        help="train missing runs together with the experiment's stacked engine (gates-mnist)")
-    sub.add_parser("ledger", help="print the reproduction ledger").add_argument("--results", default=None)
+    run_p.add_argument("--dry-run", action="store_true",
+                       help="train nothing: build each distinct model, take one training step on the CPU and print "
+                            "parameters, FLOPs per step, optimizer steps and estimated GPU-hours")
+    ledger_p = sub.add_parser("ledger", help="print the reproduction ledger")
+    ledger_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
+    ledger_p.add_argument("--format", default="text", choices=("text", "csv", "json"),
+                          help="text (default, for reading), csv or json (one row per paper item, for pandas)")
     fetch_p = sub.add_parser("fetch", help="download a dataset into the data root")
     fetch_p.add_argument("dataset")
     args = parser.parse_args(argv)
@@ -56,21 +100,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"    {profile:6s} {len(exp.runs(profile)):3d} runs  {exp.setting.get(profile, '')}")
         return 0
     if args.command == "run":
-        from hacn_core.catalog import run
+        from hacn_core.catalog import get
+        from hacn_core.engine.registry import run_experiment
         from hacn_core.engine.results import ResultsStore
 
         profile = current_profile() if args.profile is None else args.profile
-        results = run(args.experiment, profile, store=ResultsStore(args.results), where=_parse_where(args.where),
-                      stacked=args.stacked)
+        try:
+            experiment = get(args.experiment)
+        except KeyError as err:
+            print(f"error: {err.args[0]}", file=sys.stderr)
+            return 2
+        if args.dry_run:
+            return _dry_run(experiment, profile, _parse_where(args.where))
+        results = run_experiment(experiment, profile, store=ResultsStore(args.results),
+                                 where=_parse_where(args.where), stacked=args.stacked)
         for result in results:
             metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.metrics.items())
             print(f"{result.config_hash} seed={result.seed}: {metrics}")
         return 0
     if args.command == "ledger":
-        from hacn_core.ledger import format_ledger
         from hacn_core.engine.results import ResultsStore
+        from hacn_core.ledger import format_ledger, ledger_csv, ledger_json
 
-        print(format_ledger(ResultsStore(args.results)))
+        store = ResultsStore(args.results)
+        if args.format == "text":
+            print(format_ledger(store))
+        else:
+            sys.stdout.write((ledger_csv if args.format == "csv" else ledger_json)(store))
         return 0
     if args.command == "fetch":
         from hacn_core.engine.data import data_root, ensure_dataset

@@ -17,7 +17,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
@@ -32,6 +32,9 @@ from hacn_core.engine.results import (
     store_trained,
     training_allowed,
 )
+
+if TYPE_CHECKING:
+    from hacn_core.engine.dry_run import DryRunPlan
 
 
 def with_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -89,6 +92,10 @@ class Experiment:
     # one training output per configuration; ``stack_key`` says which may share it.
     train_stacked: Callable[[list[dict[str, Any]], Any, bool], list[Mapping[str, Any]]] | None = None
     stack_key: Callable[[dict[str, Any]], Any] | None = None
+    # Optional dry run (hacn_core.engine.dry_run): ``plan(config)`` says how a configuration
+    # trains (model, synthetic batch, loss, optimizer, schedule), one plan per model it trains.
+    # None: the experiment trains no model (timings, exact checks).
+    plan: Callable[[dict[str, Any]], DryRunPlan | Sequence[DryRunPlan]] | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.configs) - set(PROFILES)

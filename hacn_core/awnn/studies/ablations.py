@@ -475,10 +475,20 @@ def _stability_setting(epochs: int, seeds: Sequence[int], rates: Sequence[float]
             f"for ReLU6/ReLU/LeakyReLU ({n} cells); {epochs} epochs, {len(seeds)} seed(s); CPU; our generators")
 
 
+def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
+    """One cell's dry run (``hacn_core.engine.dry_run``): ``awnn-tabular-adaptive``'s (the same model,
+    ELBO, Adam and width update) at the cell's activation, starting rate and batch."""
+    from hacn_core.awnn.studies.adaptive import dry_run_plan as adaptive_plan
+
+    check_stability_config(config)
+    return adaptive_plan(config)
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="AWNN training stability: learned width vs batch size, starting rate and activation (Figs. 4, 10)",
     train=train_stability,
+    plan=dry_run_plan,
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": f"{SMOKE_EPOCHS} epochs per cell, 27 cells, seed 0",
@@ -488,10 +498,20 @@ EXPERIMENT = Experiment(
     links=_stability_links(),
 )
 
+def fixed_plus_dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
+    """One Fixed+ run's dry run: ``awnn-tabular-fixed``'s, with :func:`build_fixed_plus_model`."""
+    import dataclasses
+
+    from hacn_core.awnn.studies.tabular import dry_run_plan as fixed_plan
+
+    return dataclasses.replace(fixed_plan(config), model=lambda: build_fixed_plus_model(config))
+
+
 FIXED_PLUS = Experiment(
     id=FIXED_PLUS_ID,
     title="Fixed+: the fixed MLP retrained at AWNN's learned width (AWNN App. D)",
     train=train_fixed_plus,
+    plan=fixed_plus_dry_run_plan,
     configs={"smoke": fixed_plus_smoke_configs, "book": fixed_plus_book_configs,
              "paper": fixed_plus_paper_configs},
     setting={

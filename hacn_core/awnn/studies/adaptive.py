@@ -254,10 +254,27 @@ def _links() -> tuple[Link, ...]:
     return tuple(links)
 
 
+def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
+    """One AWNN run's dry run (``hacn_core.engine.dry_run``): :func:`build_model` at its starting width,
+    the negative ELBO of Eq. 13 (``N`` as the run's), Adam, and Algorithm 1's width update after the step
+    (:class:`~hacn_core.awnn.WidthCallback`). Also the plan of the other studies that train this model."""
+    from hacn_core.engine.dry_run import DryRunPlan, classification_batch
+
+    n_train = SYNTHETIC[config["dataset"]].split[0]  # the public-geometry spiral is split like Spiral
+    n_elbo = round(n_train * config.get("n_train_scale", 1.0))
+    return DryRunPlan(
+        key={k: config[k] for k in ("hidden_layers", "activation", "k", "rate_init", "importance_norm")},
+        model=lambda: build_model(config), batch=classification_batch((2,), 2), train=adam_train_config(config),
+        n_train=n_train, loss=lambda model: ELBOLoss(model, n_elbo, sigma_theta=config["sigma_theta"]),
+        callbacks=lambda elbo: [WidthCallback(elbo)],
+        note=f"at the starting width, {quantile_width(config['rate_init'], config['k'])} per layer")
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="AWNN on DoubleMoon, Spiral, SpiralHard (AWNN Table 1, adaptive rows; Fig. 3)",
     train=train_adaptive_mlp,
+    plan=dry_run_plan,
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": "3 epochs, 2 seeds, 3 diagnosis runs",

@@ -346,10 +346,23 @@ def _setting(anneal_seeds: Sequence[int], truncate_seeds: Sequence[int]) -> str:
             f"truncation, {len(truncate_seeds)} seeds; both importance arms; CPU; our generators (radius 1)")
 
 
+def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
+    """One run's dry run (``hacn_core.engine.dry_run``): ``awnn-tabular-adaptive``'s (the same model, ELBO,
+    Adam and width update), with the annealed rate prior's schedule in the width callback."""
+    import dataclasses
+
+    from hacn_core.awnn.studies.adaptive import dry_run_plan as adaptive_plan
+
+    check_config(config)
+    return dataclasses.replace(adaptive_plan(config),
+                               callbacks=lambda elbo: [WidthCallback(elbo, prior_schedule(config))])
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="AWNN compression during training (annealed rate prior, Fig. 5) and after it (truncation, Fig. 6)",
     train=train_compress,
+    plan=dry_run_plan,
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": "6 epochs with the prior over epochs 2-5 (SpiralHard), 3 epochs (Spiral), seed 0",

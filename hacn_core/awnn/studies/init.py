@@ -300,10 +300,27 @@ def train_kaiming_plus(config: dict[str, Any], context: RunContext) -> dict[str,
     }
 
 
+def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
+    """One run's dry run (``hacn_core.engine.dry_run``): :func:`build_model` at its starting width,
+    :func:`elbo_loss`, Adam, and the width update of :class:`WidthUpdate` after the step."""
+    from hacn_core.awnn.studies.adaptive import adam_train_config
+    from hacn_core.engine.data import SYNTHETIC
+    from hacn_core.engine.dry_run import DryRunPlan, classification_batch
+
+    n_train = SYNTHETIC[config["dataset"]].split[0]
+    return DryRunPlan(
+        key={k: config[k] for k in ("hidden_layers", "activation", "k", "rate_init")},
+        model=lambda: build_model(config), batch=classification_batch((2,), 2), train=adam_train_config(config),
+        n_train=n_train, loss=lambda model: elbo_loss(model, n_train, config["sigma_theta"]),
+        callbacks=lambda _: [WidthUpdate({})],
+        note=f"at the starting width, {awnn.quantile_width(config['rate_init'], config['k'])} per layer")
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="SpiralHard convergence with kaiming vs kaiming+ (AWNN App. A, Fig. 7 right)",
     train=train_kaiming_plus,
+    plan=dry_run_plan,
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": f"{SMOKE_EPOCHS} epochs, 1 seed per init",

@@ -137,10 +137,25 @@ def smoke_configs() -> list[dict[str, Any]]:
     return _every_shape((0, 1), epochs=5)
 
 
+def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
+    """One run's dry run (``hacn_core.engine.dry_run``): the fixed MLP :func:`train_fixed_mlp` builds, Adam,
+    the task's training split (Table 2's 70%)."""
+    from hacn_core.engine.data import SYNTHETIC
+    from hacn_core.engine.dry_run import DryRunPlan, classification_batch
+
+    return DryRunPlan(key={k: config[k] for k in ("width", "hidden_layers", "activation")},
+                      model=lambda: MLP(2, 2, config["width"], config["hidden_layers"], config["activation"]),
+                      batch=classification_batch((2,), 2),
+                      train=TrainConfig(epochs=config["epochs"], batch_size=config["batch_size"], lr=config["lr"],
+                                        optimizer="adam", device="cpu"),
+                      n_train=SYNTHETIC[config["dataset"]].split[0])
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="Fixed-width MLP on DoubleMoon, Spiral, SpiralHard (AWNN Table 1, fixed rows)",
     train=train_fixed_mlp,
+    plan=dry_run_plan,
     configs={"smoke": smoke_configs, "book": paper_configs, "paper": paper_configs},
     setting={
         "smoke": "5 epochs, 2 seeds",

@@ -554,11 +554,27 @@ def _links() -> tuple[Link, ...]:
     return tuple(links)
 
 
+def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
+    """One run's dry run (``hacn_core.engine.dry_run``): :func:`build_model` on synthetic 32x32 images of
+    the dataset's channels, the SGD of :func:`train_config`, the training split (or ``train_subset``)."""
+    from hacn_core.engine.dry_run import IMAGE_TRAIN_SPLITS, DryRunPlan, classification_batch
+
+    network = network_config(config)
+    split = IMAGE_TRAIN_SPLITS["FashionMNIST" if config["dataset"] == "FashionMNIST32" else config["dataset"]]
+    return DryRunPlan(
+        key={"dataset": config["dataset"], "gated": network.gated, **{k: config[k] for k in _NETWORK_KEYS},
+             "shortcut": config["shortcut"], "g": config["g"]},
+        model=lambda: build_model(config),
+        batch=classification_batch((network.in_channels, 32, 32), network.num_classes),
+        train=train_config(config), n_train=config["train_subset"] or split.n_train)
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="Residual gates on CIFAR: (wide) ResNets original / gated / k decay (Residual Gates Tables 3-6, "
           "Figs. 6-7)",
     train=train_gates_cifar,
+    plan=dry_run_plan,
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": f"mini WRN on {SMOKE_TRAIN_SUBSET} Fashion-MNIST images (32x32), {SMOKE_EPOCHS} epochs, seed 0",

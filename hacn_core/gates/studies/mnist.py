@@ -537,10 +537,28 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
     return outs
 
 
+def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
+    """One run's dry run (``hacn_core.engine.dry_run``): the study's network (:func:`_build_model`) on
+    flattened 784-pixel inputs, NAdam as :func:`train_gates_mnist` trains, MNIST's 60,000 training
+    images (or ``train_subset``)."""
+    from hacn_core.engine.dry_run import IMAGE_TRAIN_SPLITS, DryRunPlan, classification_batch
+
+    _check_config(config)
+    split = IMAGE_TRAIN_SPLITS["MNIST"]
+    return DryRunPlan(
+        key={k: config[k] for k in ("kind", "depth", "width", "stem", "g")},
+        model=lambda: _build_model(config), batch=classification_batch((math.prod(split.shape),), split.classes),
+        train=TrainConfig(epochs=config["epochs"], batch_size=config["batch_size"], lr=config["lr"],
+                          optimizer="nadam", betas=tuple(config["betas"]), eps=config["eps"],
+                          weight_decay=config["weight_decay"], precision="fp32"),
+        n_train=config["train_subset"] or split.n_train)
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="Residual gates on MNIST: plain / ResNet / gated, d = 2..100 (Residual Gates Tables 1-2, Figs. 4-5)",
     train=train_gates_mnist,
+    plan=dry_run_plan,
     train_stacked=train_gates_mnist_stacked,
     stack_key=stack_key,
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},

@@ -366,10 +366,30 @@ def train_hacn_mixer(config: dict[str, Any], context: RunContext) -> dict[str, A
     return {"metrics": metrics, "curves": curves, "device": out.device}
 
 
+def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
+    """One run's dry run (``hacn_core.engine.dry_run``): :func:`build_model` on synthetic images of the
+    dataset's shape, AdamW as :func:`train_hacn_mixer` trains, the epochs of :func:`epochs_for` and the
+    training-set size of :func:`load_data` (balanced classes; 2 classes keep 2/10 of them, then the
+    validation images and ``train_subset``)."""
+    from hacn_core.engine.dry_run import IMAGE_TRAIN_SPLITS, DryRunPlan, classification_batch
+
+    check_config(config)
+    split = IMAGE_TRAIN_SPLITS[config["dataset"]]
+    total = split.n_train * config["num_classes"] // split.classes
+    n_train = min(total - min(VAL_SIZE, total // 10), config["train_subset"] or total)
+    train = TrainConfig(epochs=epochs_for(config, n_train), batch_size=config["batch_size"], lr=config["lr"],
+                        optimizer="adamw", weight_decay=config["weight_decay"], schedule="cosine")
+    key = {k: config[k] for k in ("dataset", "arch", "rule", "num_classes", *_PAPER_MODEL, "depth_ln")}
+    return DryRunPlan(key=key | {"residual_weights": config["alpha_mu"] is not None},
+                      model=lambda: build_model(config, image_size=split.shape[-1], in_channels=split.shape[0]),
+                      batch=classification_batch(split.shape, config["num_classes"]), train=train, n_train=n_train)
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="H-ACN MLP-Mixer: ResNet / ACN / H-ACN and scaled residuals (H-ACN Figs. 2, 5-7, Tables 2-3)",
     train=train_hacn_mixer,
+    plan=dry_run_plan,
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": "2-layer Mixer, 2,000 Fashion-MNIST images, 1 epoch, seed 0",
@@ -478,10 +498,34 @@ def measure_step_costs(config: dict[str, Any], context: RunContext) -> dict[str,
             "device": str(device)}
 
 
+def cost_dry_run_plan(config: dict[str, Any]) -> list[DryRunPlan]:
+    """The dry run of the cost measurement: one plan per architecture :func:`measure_step_costs` builds,
+    each taking ``repeats x (1 untimed + steps timed)`` AdamW steps on one batch of ``batch_size``
+    (written as ``repeats`` epochs over ``(steps + 1) x batch_size`` images)."""
+    from hacn_core.engine.dry_run import IMAGE_TRAIN_SPLITS, DryRunPlan, classification_batch
+
+    split = IMAGE_TRAIN_SPLITS[config["dataset"]]
+    train = TrainConfig(epochs=config["repeats"], batch_size=config["batch_size"], lr=config["lr"], optimizer="adamw",
+                        weight_decay=config["weight_decay"], no_decay_roles=())  # torch.optim.AdamW on every parameter
+    plans = []
+    for arch, rule in COST_ARCHS:
+        run = make_config(rule, config["seed"], profile="book", arch=arch) | {
+            k: config[k] for k in config if k not in ("repeats", "steps")}
+        check_config(run)
+        plans.append(DryRunPlan(
+            key={k: run[k] for k in ("dataset", "arch", "rule", *_PAPER_MODEL, "depth_ln")}
+            | {"residual_weights": run["alpha_mu"] is not None},
+            model=lambda run=run: build_model(run, image_size=split.shape[-1], in_channels=split.shape[0]),
+            batch=classification_batch(split.shape, 10), train=train,
+            n_train=(config["steps"] + 1) * config["batch_size"]))
+    return plans
+
+
 COST = Experiment(
     id=COST_ID,
     title="H-ACN Mixer: step time, activation memory and parameters of every residual rule, side by side",
     train=measure_step_costs,
+    plan=cost_dry_run_plan,
     configs={p: (lambda p=p: [cost_config(p)]) for p in ("smoke", "book", "paper")},
     setting={
         "smoke": "2-layer Mixer, 3 x 2 timed steps per architecture",

@@ -1,0 +1,419 @@
+"""Dry run of an experiment's profile: build every model, take one training step, estimate the cost.
+
+No paper profile has run on the hardware it is meant for. Before a reader rents a
+GPU, ``python -m hacn_core run <experiment> --profile paper --dry-run`` checks,
+on the CPU and in seconds, that each configuration's model builds and trains,
+and says what the whole profile costs:
+
+* configurations that build the same model on the same input shape (equal
+  :attr:`DryRunPlan.key`) form a group, and one dry run stands for all of them;
+* per group: the study's own model is built and takes **one training step** on
+  synthetic data of the right shape (forward, the study's loss, backward, the
+  optimizer step, then what the study does after a step, e.g. AWNN's width
+  update, Algorithm 1 line 5), at a reduced batch when the paper's batch would
+  not fit in a few seconds on a CPU (:data:`DEFAULT_FLOP_BUDGET`);
+* it reports the **parameter count** of the model as built (AWNN: at its
+  starting width), the **FLOPs of one training step at the paper's batch**
+  (counted by :class:`torch.utils.flop_counter.FlopCounterMode` at the batch the
+  step ran at and scaled linearly: matrix products and convolutions, forward 2
+  and backward 4 per multiply-add, except the input gradient of the first layer,
+  which is never computed; element-wise work, normalisation and the optimizer
+  update are not counted), the **optimizer steps** of the schedule
+  (``epochs x ceil(n_train / batch)``, evaluation passes not included), and
+  **GPU-hours**: total FLOPs over an assumed sustained throughput
+  (:class:`Throughput`), or, when more, the time to launch the step's kernels:
+  eager PyTorch launches about one GPU kernel per ATen operator (views launch
+  none, so the count errs high), and the operators of forward and backward are
+  counted during the step; small models are bound by launches, not arithmetic.
+  Both rates are assumptions (:data:`H100_ASSUMED`), not measurements; data
+  loading and evaluation are not included.
+
+Nothing is written to the results store and the caller's random state is
+restored. A study opts in with ``Experiment.plan``: ``plan(config)`` returns a
+:class:`DryRunPlan` (or one per model, when a configuration trains several)
+built from the study's own model builder and trainer settings. An experiment
+without a plan trains no model (timings, exact checks) and is skipped with a
+line that says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from hacn_core.engine.training import Callback, TrainConfig, TrainState, optimizer_for, steps_per_epoch
+
+if TYPE_CHECKING:
+    from hacn_core.engine.registry import Experiment
+
+LossFn = Callable[[Tensor, Tensor], Tensor]
+
+#: FLOPs one CPU step may take before the batch is reduced (about 20 GFLOP: a few seconds on one core)
+DEFAULT_FLOP_BUDGET = 2e10
+#: H100 SXM dense bf16 tensor-core peak (NVIDIA's H100 datasheet, without sparsity)
+H100_BF16_DENSE_PEAK = 989e12
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """The GPU the estimate assumes: a sustained FLOP rate and the time of one kernel launch."""
+
+    description: str
+    flops_per_s: float
+    launch_s: float  # per ATen operator of forward and backward
+
+    def hours(self, flops: float, steps: int, ops_per_step: int) -> float:
+        """GPU-hours of ``steps`` optimizer steps doing ``flops`` in all: arithmetic or launches, the larger."""
+        return max(flops / self.flops_per_s, steps * ops_per_step * self.launch_s) / 3600.0
+
+
+#: The assumption the estimate prints: 35% of the H100's dense bf16 peak sustained (an assumed
+#: utilisation for convolutional and MLP models in eager PyTorch with bf16 autocast), and 5 microseconds
+#: per kernel launch (eager PyTorch's overhead per operator). Neither is measured here.
+H100_ASSUMED = Throughput("35% of an H100 SXM's dense bf16 peak of 989 TFLOP/s, and 5 us per kernel launch",
+                          0.35 * H100_BF16_DENSE_PEAK, 5e-6)
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the ATen operators dispatched inside it (about one GPU kernel each in eager PyTorch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
+@dataclass(frozen=True)
+class ImageSplit:
+    """The training split of a standard image dataset: images, shape of one image, classes."""
+
+    n_train: int
+    shape: tuple[int, int, int]
+    classes: int
+
+
+#: training splits of the image datasets the studies use (torchvision's standard splits)
+IMAGE_TRAIN_SPLITS: dict[str, ImageSplit] = {
+    "MNIST": ImageSplit(60_000, (1, 28, 28), 10),
+    "FashionMNIST": ImageSplit(60_000, (1, 28, 28), 10),
+    "CIFAR10": ImageSplit(50_000, (3, 32, 32), 10),
+    "CIFAR100": ImageSplit(50_000, (3, 32, 32), 100),
+}
+
+
+def classification_batch(shape: Sequence[int], classes: int, seed: int = 0) -> Callable[[int], tuple[Tensor, Tensor]]:
+    """A batch maker: ``make(b)`` returns standard-normal inputs ``(b, *shape)`` and uniform labels ``(b,)``."""
+    shape = tuple(int(s) for s in shape)
+
+    def make(batch_size: int) -> tuple[Tensor, Tensor]:
+        gen = torch.Generator().manual_seed(seed)
+        return torch.randn(batch_size, *shape, generator=gen), torch.randint(0, classes, (batch_size,), generator=gen)
+
+    return make
+
+
+@dataclass(frozen=True)
+class DryRunPlan:
+    """What the dry run needs to know about one configuration's training.
+
+    ``key``: the configuration entries (or values derived from them) that the model
+    and the shape of one input depend on; configurations with equal keys share one
+    dry run. ``model()`` builds the configuration's model with the study's own
+    builder. ``batch(b)`` returns synthetic ``(inputs, targets)`` of batch ``b``.
+    ``train``: the run's trainer settings, whose optimizer the step uses and whose
+    ``batch_size`` and ``epochs`` are the paper's; ``n_train``: training examples per
+    epoch. ``loss(model)`` returns the training loss (default: mean cross-entropy);
+    ``callbacks(loss)`` the study's callbacks whose ``on_train_begin`` and
+    ``on_step_end`` run around the step (AWNN's width update). ``note``: a line
+    printed with the group (e.g. what the parameter count means).
+    """
+
+    key: Mapping[str, Any]
+    model: Callable[[], nn.Module]
+    batch: Callable[[int], tuple[Tensor, Tensor]]
+    train: TrainConfig
+    n_train: int
+    loss: Callable[[nn.Module], LossFn] | None = None
+    callbacks: Callable[[LossFn], Sequence[Callback]] | None = None
+    note: str = ""
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return steps_per_epoch(self.n_train, self.train.batch_size, self.train.accumulate, self.train.drop_last)
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps of the whole schedule: ``epochs x ceil(n_train / batch)``."""
+        return self.train.epochs * self.steps_per_epoch
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One training schedule among a group's configurations, and how many configurations follow it."""
+
+    batch_size: int
+    n_train: int
+    epochs: int
+    steps_per_epoch: int
+    configs: int
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.epochs * self.steps_per_epoch
+
+
+@dataclass(frozen=True)
+class StepMeasure:
+    """One training step that ran: the model's class, its batch, counted FLOPs and ATen operators of
+    forward and backward, wall time, loss and the model's parameters (as built, before the step)."""
+
+    model: str
+    batch_size: int
+    flops: int
+    ops: int
+    seconds: float
+    loss: float
+    parameters: int
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """The dry run of one group: configurations with the same model on the same input shape."""
+
+    key: dict[str, Any]
+    input_shape: tuple[int, ...]
+    step: StepMeasure
+    paper_batch: int  # the batch of the group's first configuration (the one the step stands for)
+    schedules: tuple[Schedule, ...]
+    device: str  # TrainConfig.device of the study's runs
+    note: str = ""
+
+    @property
+    def configs(self) -> int:
+        return sum(s.configs for s in self.schedules)
+
+    @property
+    def parameters(self) -> int:
+        """Parameters of the model as built (before the step)."""
+        return self.step.parameters
+
+    @property
+    def reduced(self) -> bool:
+        return self.step.batch_size < self.paper_batch
+
+    def flops_per_step(self, batch_size: int | None = None) -> float:
+        """FLOPs of one training step at ``batch_size`` (default: the paper's), scaled from the measured step."""
+        return self.step.flops * (batch_size or self.paper_batch) / self.step.batch_size
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps of all the group's configurations together."""
+        return sum(s.configs * s.optimizer_steps for s in self.schedules)
+
+    @property
+    def total_flops(self) -> float:
+        return sum(s.configs * s.optimizer_steps * self.flops_per_step(s.batch_size) for s in self.schedules)
+
+    def gpu_hours(self, throughput: Throughput = H100_ASSUMED) -> float:
+        """GPU-hours of every configuration of the group, one after the other."""
+        return sum(s.configs * self.run_hours(s, throughput) for s in self.schedules)
+
+    def run_hours(self, schedule: Schedule, throughput: Throughput = H100_ASSUMED) -> float:
+        """GPU-hours of one configuration that follows ``schedule``."""
+        steps = schedule.optimizer_steps
+        return throughput.hours(steps * self.flops_per_step(schedule.batch_size), steps, self.step.ops)
+
+
+@dataclass(frozen=True)
+class DryRunReport:
+    """The dry run of one experiment at one profile."""
+
+    experiment: str
+    profile: str
+    configs: int
+    groups: tuple[GroupResult, ...]
+    throughput: Throughput
+    flop_budget: float
+    skipped: str = ""  # why nothing ran (an experiment that trains no model)
+
+    @property
+    def total_flops(self) -> float:
+        return sum(g.total_flops for g in self.groups)
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(g.gpu_hours(self.throughput) for g in self.groups)
+
+
+def _plans(experiment: Experiment, config: dict[str, Any]) -> list[DryRunPlan]:
+    plans = experiment.plan(config)
+    return [plans] if isinstance(plans, DryRunPlan) else list(plans)
+
+
+def _key(plan: DryRunPlan) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in plan.key.items())) + (tuple(plan.batch(1)[0].shape[1:]),)
+
+
+def affordable_batch(model: nn.Module, plan: DryRunPlan, flop_budget: float = DEFAULT_FLOP_BUDGET) -> int:
+    """The paper's batch, or the largest batch whose training step stays within ``flop_budget`` FLOPs.
+
+    A step is taken as 3 forward passes (the backward costs about two), the forward
+    counted at the smallest batch: one sample, two when the model has BatchNorm over
+    features (``nn.BatchNorm1d`` needs two samples in training mode).
+    """
+    paper = plan.train.batch_size
+    smallest = min(paper, 2 if any(isinstance(m, nn.BatchNorm1d) for m in model.modules()) else 1)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(plan.batch(smallest)[0])
+    per_sample = 3 * max(counter.get_total_flops(), 1) / smallest
+    return min(paper, max(smallest, int(flop_budget // per_sample)))
+
+
+def training_step(plan: DryRunPlan, batch_size: int | None = None,
+                  flop_budget: float = DEFAULT_FLOP_BUDGET) -> StepMeasure:
+    """Build the plan's model and take one training step on the CPU, counting its FLOPs and operators.
+
+    The step is the trainer's: ``on_train_begin`` of the callbacks, forward, loss,
+    ``zero_grad``, backward, optimizer step, ``on_step_end``; at ``batch_size``, or
+    when it is ``None`` at :func:`affordable_batch`. Weights a builder draws from the
+    global generator come from seed 0; the caller's random state is restored.
+    Raises if the loss is not finite.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return _step(plan, batch_size, flop_budget)
+
+
+def _step(plan: DryRunPlan, batch_size: int | None, flop_budget: float) -> StepMeasure:
+    model = plan.model().to("cpu").train()
+    parameters = sum(p.numel() for p in model.parameters())
+    if batch_size is None:
+        batch_size = affordable_batch(model, plan, flop_budget)
+    optimizer = optimizer_for(model, plan.train, "cpu")
+    loss_fn = plan.loss(model) if plan.loss is not None else F.cross_entropy
+    callbacks = list(plan.callbacks(loss_fn)) if plan.callbacks is not None else []
+    state = TrainState(model=model, optimizer=optimizer, config=plan.train, device=torch.device("cpu"),
+                       steps_per_epoch=plan.steps_per_epoch, n_train=plan.n_train, curves={})
+    for callback in callbacks:
+        callback.on_train_begin(state)
+    x, y = plan.batch(batch_size)
+    started = time.perf_counter()
+    with FlopCounterMode(display=False) as counter, OpCounter() as ops:
+        loss = loss_fn(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+    optimizer.step()  # element-wise: no FLOPs FlopCounterMode counts, and fused into a few kernels on a GPU
+    state.step = state.step_in_epoch = 1
+    for callback in callbacks:
+        callback.on_step_end(state)
+    seconds = time.perf_counter() - started
+    if not torch.isfinite(loss.detach()).all():
+        raise FloatingPointError(f"the dry-run step's loss is {loss.item()} (model {type(model).__name__})")
+    return StepMeasure(type(model).__name__, batch_size, int(counter.get_total_flops()), ops.ops, seconds,
+                       float(loss.detach()), parameters)
+
+
+def dry_run(experiment: Experiment, profile: str = "paper", *, where: Mapping[str, Any] | None = None,
+            flop_budget: float = DEFAULT_FLOP_BUDGET, throughput: Throughput = H100_ASSUMED,
+            progress: Callable[[str], None] | None = None) -> DryRunReport:
+    """Dry-run the configurations of ``experiment`` at ``profile`` (matching ``where``); see the module docstring.
+
+    ``progress(line)`` is told about each group as it runs.
+    """
+    from hacn_core.engine.registry import matches
+
+    configs = [c for c in experiment.runs(profile) if matches(c, where)]
+    if experiment.plan is None:
+        return DryRunReport(experiment.id, profile, len(configs), (), throughput, flop_budget,
+                            skipped=f"{experiment.id} trains no model (it measures or computes: "
+                                    f"{experiment.title}); nothing to dry-run")
+    groups: dict[tuple, list[DryRunPlan]] = {}
+    for config in configs:
+        for plan in _plans(experiment, config):
+            groups.setdefault(_key(plan), []).append(plan)
+    results = []
+    for i, plans in enumerate(groups.values(), start=1):
+        first = plans[0]
+        if progress is not None:
+            progress(f"[{i}/{len(groups)}] {_describe(first.key)} ({len(plans)} configurations)")
+        step = training_step(first, flop_budget=flop_budget)
+        counts: dict[tuple[int, int, int, int], int] = {}
+        for p in plans:
+            sched = (p.train.batch_size, p.n_train, p.train.epochs, p.steps_per_epoch)
+            counts[sched] = counts.get(sched, 0) + 1
+        schedules = tuple(Schedule(*s, configs=n) for s, n in counts.items())
+        results.append(GroupResult(dict(first.key), tuple(first.batch(1)[0].shape[1:]), step,
+                                   first.train.batch_size, schedules, first.train.device, first.note))
+    return DryRunReport(experiment.id, profile, len(configs), tuple(results), throughput, flop_budget)
+
+
+def _describe(key: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in key.items()) or "(one model)"
+
+
+def _count(n: float) -> str:
+    return f"{n:,.0f}" if n < 1e6 else f"{n:.3g}"
+
+
+def format_report(report: DryRunReport) -> str:
+    """The report as the command line prints it: the method and assumptions, one block per group, the total."""
+    if report.skipped:
+        return f"dry run of {report.experiment} at the {report.profile} profile: {report.skipped}"
+    tp = report.throughput
+    shared = {k: v for k, v in report.groups[0].key.items()
+              if all(k in g.key and repr(g.key[k]) == repr(v) for g in report.groups)} if report.groups else {}
+    lines = [
+        f"Dry run of {report.experiment} at the {report.profile} profile: {report.configs} configurations in "
+        f"{len(report.groups)} groups (configurations that build the same model on the same input shape).",
+        "Per group: the study's own model takes one training step on the CPU on synthetic data of the right shape "
+        "(forward, loss, backward, optimizer step, the study's after-step work); nothing is stored.",
+        "FLOPs: counted by torch.utils.flop_counter.FlopCounterMode (matrix products and convolutions) at the batch "
+        "the step ran at and scaled linearly to the paper's batch; the batch is reduced when the paper's would take "
+        f"more than {report.flop_budget / 1e9:.3g} GFLOP (a few seconds on a CPU).",
+        "Optimizer steps = epochs x ceil(examples / batch); evaluation passes are not counted.",
+        f"GPU-hours assume {tp.description}: per run max(FLOPs / {tp.flops_per_s / 1e12:.0f} TFLOP/s, "
+        f"steps x ATen operators of forward and backward per step x {tp.launch_s * 1e6:g} us).",
+    ]
+    if shared:
+        lines.append(f"Every group has {_describe(shared)}.")
+    for i, g in enumerate(report.groups, start=1):
+        step = g.step
+        own = {k: v for k, v in g.key.items() if k not in shared}
+        lines += ["", f"[{i}] {_describe(own)}: stands for {g.configs} configuration{'s' * (g.configs != 1)}",
+                  f"    model {step.model}, input {g.input_shape}: {g.parameters:,} parameters"
+                  + (f" ({g.note})" if g.note else "")]
+        if g.reduced:
+            ran = (f"step ran at a reduced batch of {step.batch_size}: the paper's {g.paper_batch} would take "
+                   f"{g.flops_per_step() / 1e9:.3g} GFLOP on the CPU")
+        else:
+            ran = f"step ran at the paper's batch of {step.batch_size}"
+        lines.append(f"    {ran}; loss {step.loss:.4g}, {step.seconds:.2f} s, {step.ops:,} ATen operators")
+        scale = f" (counted at batch {step.batch_size}, x{g.paper_batch / step.batch_size:.4g})" if g.reduced else ""
+        lines.append(f"    FLOPs per training step at the paper's batch of {g.paper_batch}: "
+                     f"{g.flops_per_step():.4g}{scale}")
+        for sched in g.schedules:
+            flops = sched.optimizer_steps * g.flops_per_step(sched.batch_size)
+            other = ""
+            if sched.batch_size != g.paper_batch:
+                other = f", {g.flops_per_step(sched.batch_size):.4g} FLOPs/step"
+            lines.append(f"    {sched.configs} run{'s' * (sched.configs != 1)} of {sched.epochs:,} epochs x "
+                         f"{sched.steps_per_epoch:,} steps ({sched.n_train:,} examples, batch {sched.batch_size}"
+                         f"{other}) = {sched.optimizer_steps:,} optimizer steps, {flops:.3g} FLOPs, "
+                         f"{g.run_hours(sched, tp):.3g} GPU-hours per run")
+        cpu = "; the study trains these on the CPU (device='cpu')" if g.device == "cpu" else ""
+        lines.append(f"    group: {_count(g.optimizer_steps)} optimizer steps, {g.total_flops:.3g} FLOPs, "
+                     f"{g.gpu_hours(tp):.3g} GPU-hours{cpu}")
+    lines += ["", f"Total: {report.configs} configurations, {report.total_flops:.3g} training FLOPs, "
+                  f"{report.gpu_hours:.3g} GPU-hours one after the other (on the assumptions above)."]
+    return "\n".join(lines)

@@ -1,0 +1,209 @@
+"""The dry run of every paper profile (``hacn_core.engine.dry_run``, ``run --dry-run``).
+
+One dry run of each experiment of the catalog at the paper profile, shared by the
+tests below (about 25 s on one CPU thread: configurations are grouped by model and
+input shape, and the big networks step at a reduced batch). The values are checked
+against what the studies build and against closed forms: parameter counts, the
+FLOPs of linear layers (forward 2, backward 4 per multiply-add), the optimizer
+steps of the paper's schedules.
+"""
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from hacn_core import catalog
+from hacn_core.__main__ import main
+from hacn_core.awnn import fast_cpp
+from hacn_core.awnn.studies import adaptive
+from hacn_core.engine.dry_run import (
+    DryRunPlan,
+    classification_batch,
+    dry_run,
+    format_report,
+    training_step,
+)
+from hacn_core.engine.registry import Experiment
+from hacn_core.engine.results import ResultsStore
+from hacn_core.engine.training import Callback, TrainConfig
+from hacn_core.gates.studies import cifar, mnist
+from hacn_core.hacn.studies import mixer
+from hacn_core.models.fc import mnist_fc
+
+BUDGET = 1e9  # FLOPs per CPU step before the batch is reduced: keeps the whole module near 30 s
+NO_MODEL = {"exact-checks", "awnn-step-cost"}  # experiments that time or compute, and train nothing
+
+
+@pytest.fixture(scope="module")
+def reports():
+    """Every experiment's dry run at the paper profile (AWNN's Python node: nothing to compile)."""
+    store = ResultsStore()
+    before = sorted(store.root.rglob("*")) if store.root.exists() else []
+    rng = torch.get_rng_state()
+    with fast_cpp.use_backend("python"):
+        out = {e.id: dry_run(e, "paper", flop_budget=BUDGET)
+               for e in catalog.registry().values() if "paper" in e.configs}
+    assert torch.equal(torch.get_rng_state(), rng)  # the caller's random state is restored
+    assert (sorted(store.root.rglob("*")) if store.root.exists() else []) == before  # nothing stored
+    return out
+
+
+def _linear_step_flops(model: nn.Module, batch: int) -> int:
+    """FLOPs of one training step of the linear layers: forward 2, backward 4 per multiply-add, except the
+    first layer's input gradient (the input needs none): 2 less there."""
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    multiply_adds = sum(m.in_features * m.out_features for m in linears)
+    return batch * (6 * multiply_adds - 2 * linears[0].in_features * linears[0].out_features)
+
+
+def test_every_experiment_with_a_paper_profile_is_covered(reports):
+    with_paper = {e.id for e in catalog.registry().values() if "paper" in e.configs}
+    assert set(reports) == with_paper
+    for experiment_id, report in reports.items():
+        experiment = catalog.get(experiment_id)
+        if experiment_id in NO_MODEL:
+            assert experiment.plan is None and not report.groups
+            assert "trains no model" in format_report(report)
+            continue
+        assert experiment.plan is not None, f"{experiment_id} trains models but has no dry-run plan"
+        plans = sum(len(p) if isinstance(p := experiment.plan(c), list) else 1 for c in experiment.runs("paper"))
+        assert sum(g.configs for g in report.groups) == plans  # every configuration in exactly one group
+        assert len(report.groups) <= plans
+        for g in report.groups:
+            assert g.parameters > 0 and g.step.flops > 0 and math.isfinite(g.step.loss), (experiment_id, g.key)
+            assert g.step.batch_size <= g.paper_batch
+            for s in g.schedules:
+                assert s.optimizer_steps == s.epochs * math.ceil(s.n_train / s.batch_size)
+        assert report.gpu_hours > 0 and report.total_flops > 0
+
+
+def test_gates_mnist_d50_counts_the_studys_own_network(reports):
+    """Parameters = sum(p.numel()) of the network Sec. 3.1's study trains; FLOPs = the linear layers' closed
+    form at the paper's batch of 128; steps = 100 epochs x ceil(60,000 / 128)."""
+    groups = {(g.key["kind"], g.key["depth"]): g for g in reports["gates-mnist"].groups}
+    assert len(groups) == len(mnist.KINDS) * len(mnist.DEPTHS)  # 3 seeds share each network
+    for kind in mnist.KINDS:
+        g = groups[kind, 50]
+        config = mnist.make_config(kind, 50, 0)
+        net = mnist_fc(kind, 50, config["width"], g=config["g"], k_init=config["k_init"], stem=config["stem"],
+                       init=config["init"], bn_momentum=config["bn_momentum"])
+        assert g.parameters == sum(p.numel() for p in net.parameters())
+        assert g.configs == len(mnist.PAPER_SEEDS)
+        assert g.step.batch_size == g.paper_batch == 128  # small enough to step at the paper's batch
+        assert g.flops_per_step() == _linear_step_flops(net, 128)
+        (schedule,) = g.schedules
+        assert schedule.optimizer_steps == 100 * 469 == 46_900
+
+
+def test_one_linear_layer_costs_six_flops_per_multiply_add_and_reduced_batches_scale():
+    """A toy experiment: ``Linear(8, 16) -> tanh -> Linear(16, 4)`` at batch 64 on 1,000 examples. The second
+    layer costs 6 x in x out x batch (forward 2, backward 4: weight and input gradient); the first 4 (its
+    input needs no gradient). A budget below one step reduces the batch, and the FLOPs scale back exactly."""
+    def plan(config):
+        return DryRunPlan(key={"hidden": 16},
+                          model=lambda: nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)),
+                          batch=classification_batch((8,), 4), n_train=1000,
+                          train=TrainConfig(epochs=config["epochs"], batch_size=64, lr=0.1, optimizer="sgd"))
+
+    toy = Experiment("toy-dry-run", "toy", train=lambda c, ctx: {}, configs={"paper": lambda: [
+        {"epochs": 3, "seed": s} for s in range(4)]}, setting={}, plan=plan)
+    full = dry_run(toy, "paper")
+    (g,) = full.groups
+    assert g.configs == 4 and g.step.batch_size == 64 and not g.reduced
+    assert g.flops_per_step() == 64 * (4 * 8 * 16 + 6 * 16 * 4)
+    assert g.optimizer_steps == 4 * 3 * math.ceil(1000 / 64) == 4 * 3 * 16
+    small = dry_run(toy, "paper", flop_budget=6 * 16 * 4 * 10)  # room for about 5 samples per step
+    (r,) = small.groups
+    assert r.reduced and 1 <= r.step.batch_size < 64
+    assert r.flops_per_step() == g.flops_per_step() and r.total_flops == g.total_flops
+    assert f"reduced batch of {r.step.batch_size}" in format_report(small)
+
+
+def test_paper_schedules_and_gate_parameters(reports):
+    """Mixer: 300 epochs x ceil(45,000 / 64) steps, the 2-class task as many steps (to half an epoch);
+    ResNet-5: 164 epochs x 391 steps, and its gates add 15 parameters (Sec. 3.2)."""
+    mix = {(g.key["arch"], g.key["rule"], g.key["num_classes"]): g for g in reports["hacn-mixer"].groups}
+    assert mix["mixer", "resnet", 10].optimizer_steps == 3 * 300 * 704
+    two = mix["mixer", "resnet", 2].schedules[0]
+    assert abs(two.optimizer_steps - 300 * 704) <= two.steps_per_epoch / 2 and two.n_train == 9000
+    assert mix["mixer", "hacn", 10].configs == 9  # mu 0.25 / 0.75 / 1 x 3 seeds: one model
+    res = {(g.key["dataset"], g.key["gated"]): g for g in reports["gates-cifar"].groups
+           if g.key["recipe"] == "resnet"}
+    assert res["CIFAR10", True].parameters - res["CIFAR10", False].parameters == 15
+    assert res["CIFAR10", True].configs == 6  # gated and k decay: the same network
+    assert res["CIFAR10", False].schedules[0].optimizer_steps == 164 * 391
+    wrn = [g for g in reports["gates-cifar"].groups if g.key["blocks_per_stage"] == 6]  # WRN (6,10) + dropout
+    assert wrn and all(g.reduced for g in wrn)  # the WRN (6,10) steps at a reduced batch
+    for g in wrn:
+        config = cifar.make_config("CIFAR10", "wrn-6-10-dropout", "gated" if g.key["gated"] else "original", 0)
+        assert g.parameters == sum(p.numel() for p in cifar.build_model(config).parameters())
+
+
+def test_flops_scale_linearly_with_the_batch():
+    plan = mixer.dry_run_plan(mixer.make_config("hacn", 0, profile="paper"))
+    one, two = training_step(plan, 1), training_step(plan, 2)
+    assert two.flops == 2 * one.flops and one.parameters == two.parameters
+
+
+class _AfterWidthUpdate(Callback):
+    """Runs after the study's callbacks: sees the state the dry-run step leaves."""
+
+    def __init__(self) -> None:
+        self.begun = self.ended = False
+
+    def on_train_begin(self, state) -> None:
+        self.begun = True
+        self.start_rates = state.model.rates().detach().clone()
+
+    def on_step_end(self, state) -> None:
+        self.ended = True
+        self.rates = state.model.rates().detach().clone()
+        self.widths, self.target = state.model.widths(), state.model.target_widths()
+
+
+def test_awnn_step_includes_the_elbo_and_the_width_update():
+    """The step's loss is Eq. 13's negative ELBO (N = 1,750 on Spiral, not a mean cross-entropy), the
+    optimizer moves the rate and the width follows it (Algorithm 1, line 5) before the next step."""
+    config = adaptive.paper_configs()[0]
+    plan = adaptive.dry_run_plan(config)
+    spy = _AfterWidthUpdate()
+    spied = dataclasses.replace(plan, callbacks=lambda elbo: [*plan.callbacks(elbo), spy])
+    with fast_cpp.use_backend("python"):
+        step = training_step(spied, 32)
+        torch.manual_seed(0)
+        model = adaptive.build_model(config)
+        x, y = plan.batch(32)
+        elbo = plan.loss(model)(model(x), y)
+    assert spy.begun and spy.ended
+    assert step.loss == pytest.approx(float(elbo.detach()), rel=1e-6) and step.loss > 100
+    assert not torch.equal(spy.rates, spy.start_rates)
+    assert spy.widths == spy.target
+
+
+def test_command_line_dry_run(capsys, tmp_path):
+    net = mnist_fc("gated_resnet", 50)
+    assert main(["run", "gates-mnist", "--profile", "paper", "--dry-run", "--where", "depth=50", "kind=gated_resnet",
+                 "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{sum(p.numel() for p in net.parameters()):,} parameters" in out
+    assert "stands for 3 configurations" in out and "46,900 optimizer steps" in out
+    assert "FlopCounterMode" in out and "GPU-hours assume" in out and "TFLOP/s" in out
+    assert not list(Path(tmp_path).iterdir())  # nothing stored
+    assert main(["run", "awnn-step-cost", "--profile", "paper", "--dry-run"]) == 0
+    assert "trains no model" in capsys.readouterr().out
+
+
+def test_command_line_errors_are_one_line():
+    import subprocess
+    import sys
+
+    for args, expected in ((["run", "no-such-experiment", "--dry-run"], "unknown experiment 'no-such-experiment'"),
+                           (["run", "gates-mnist", "--profile", "huge", "--dry-run"], "unknown profile 'huge'")):
+        done = subprocess.run([sys.executable, "-m", "hacn_core", *args], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[1])
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.count("\n") == 1 and expected in done.stderr and "Traceback" not in done.stderr

@@ -1,0 +1,91 @@
+"""The machine-readable ledger: ``python -m hacn_core ledger --format csv|json`` on the committed store."""
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+from hacn_core.__main__ import main
+from hacn_core.engine.results import ResultsStore
+from hacn_core.ledger import COLUMNS, ledger_rows, status_counts
+from hacn_core.paper_items import PAPER_ITEMS
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"  # the committed store (tests default to a temporary one)
+
+
+def _cli(capsys, fmt: str) -> str:
+    assert main(["ledger", "--format", fmt, "--results", str(RESULTS)]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return {r.item.id: r for r in ledger_rows(ResultsStore(RESULTS))}
+
+
+def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(capsys, rows):
+    text = _cli(capsys, "csv")
+    table = pd.read_csv(io.StringIO(text))
+    assert tuple(table.columns) == COLUMNS == ("id", "paper", "item", "quantity", "paper value", "paper std",
+                                               "our mean", "our std", "seeds", "setting", "status", "experiment")
+    assert list(table["id"]) == [i.id for i in PAPER_ITEMS]
+    assert table["status"].value_counts().to_dict() == {k: v for k, v in status_counts(ResultsStore(RESULTS)).items()
+                                                        if v}
+    assert table["seeds"].dtype.kind == "i" and table["our mean"].dtype.kind == "f"
+    # empty cells, never the text "nan"; unrounded numbers; seeds = the number of runs
+    cells = list(csv.reader(io.StringIO(text)))
+    assert not any(cell.lower() == "nan" for line in cells for cell in line)
+    for record in table.to_dict("records"):
+        row = rows[record["id"]]
+        if row.ours is None:
+            assert math.isnan(record["our mean"]) and record["seeds"] == 0
+        else:
+            assert record["our mean"] == row.ours.mean and record["seeds"] == row.ours.n == len(row.values)
+        paper = row.item.paper_value
+        assert (math.isnan(record["paper value"]) if paper is None else record["paper value"] == paper)
+
+
+def test_our_std_is_the_sample_std_of_the_runs_not_the_interval(capsys, rows):
+    """``our std`` times t / sqrt(n) is the text ledger's 95% half-width (Student's t, n - 1 dof)."""
+    table = pd.read_csv(io.StringIO(_cli(capsys, "csv")))
+    several = table[table["seeds"] >= 2]
+    assert len(several) > 20
+    for record in several.to_dict("records"):
+        n, half = record["seeds"], rows[record["id"]].ours.half_width
+        t = stats.t.ppf(0.975, df=n - 1)
+        assert record["our std"] * t / math.sqrt(n) == pytest.approx(half, rel=1e-9, abs=1e-12)
+    single = table[table["seeds"] == 1]
+    assert len(single) and single["our std"].isna().all()  # one run has no spread
+
+
+def test_json_round_trips_the_csv_rows_and_keeps_the_seed_list(capsys, rows):
+    csv_rows = list(csv.DictReader(io.StringIO(_cli(capsys, "csv"))))
+    records = json.loads(_cli(capsys, "json"))
+    assert len(records) == len(csv_rows) == len(PAPER_ITEMS)
+    for record, line in zip(records, csv_rows, strict=True):
+        assert list(record) == [*COLUMNS, "seed list"]
+        for column in COLUMNS:
+            value = record[column]
+            assert line[column] == ("" if value is None else str(value)), (record["id"], column)
+        assert record["seed list"] == list(rows[record["id"]].seeds)
+        assert len(record["seed list"]) <= record["seeds"]
+
+
+def test_bad_format_gets_argparses_message(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["ledger", "--format", "xml"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --format: invalid choice: 'xml'" in err and "choose from" in err
+    assert all(name in err.split("choose from")[1] for name in ("text", "csv", "json"))
+
+
+def test_text_stays_the_default(capsys, tmp_path):
+    assert main(["ledger", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:2] == ["paper", "item"] and "not run" in out
