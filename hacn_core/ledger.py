@@ -31,7 +31,7 @@ from hacn_core.catalog import registry
 from hacn_core.engine.registry import Experiment, matches
 from hacn_core.engine.stats import Estimate, estimate
 from hacn_core.paper_items import PAPER_ITEMS, PaperItem
-from hacn_core.engine.results import ResultsStore
+from hacn_core.engine.results import ResultsStore, RunResult
 
 STATUSES: tuple[str, ...] = ("reproduced", "differs", "run", "scaled analogue", "not run")
 

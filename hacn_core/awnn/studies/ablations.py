@@ -92,7 +92,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -110,6 +110,9 @@ from hacn_core.awnn.studies.tabular import train_fixed_mlp
 from hacn_core.engine.registry import Experiment, Link, select, with_overrides
 from hacn_core.engine.results import RunContext, RunResult
 from hacn_core.paper_items import item as paper_item
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "awnn-ablations"
 FIXED_PLUS_ID = "awnn-fixed-plus"

@@ -71,22 +71,29 @@ and plots (Table 1, Figs. 3 and 8, the diagnosis) are in :mod:`hacn_core.awnn.st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hacn_core import paper_items
+from hacn_core.awnn import ELBOLoss, WidthCallback, quantile_width
 from hacn_core.awnn.studies import tabular
 from hacn_core.awnn.studies.common import (
     ARMS,
     PUBLIC_RADIUS,
     START_RATE,
+    adam_train_config,
     best_record,
+    build_model,
     check_choice,
     elbo_curves,
     fit_adaptive,
     width_and_rate_curves,
 )
+from hacn_core.engine.data import SYNTHETIC
 from hacn_core.engine.registry import Experiment, Link, with_overrides
 from hacn_core.engine.results import RunContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "awnn-tabular-adaptive"
 FIXED_ID = tabular.EXPERIMENT_ID  # the fixed MLPs of Table 1 that the chapter shows beside these runs

@@ -66,13 +66,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from hacn_core import paper_items
-from hacn_core.awnn import INTERPOLATIONS, AdaptiveMLP, RatePriorSchedule, truncate
+from hacn_core.awnn import INTERPOLATIONS, AdaptiveMLP, RatePriorSchedule, WidthCallback, truncate
 from hacn_core.awnn.studies import tabular
 from hacn_core.awnn.studies.common import (
     ARMS,
@@ -86,6 +86,9 @@ from hacn_core.engine.registry import Experiment, Link, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.stats import round_significant
 from hacn_core.engine.training import evaluate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "awnn-compress"
 STUDIES: tuple[str, ...] = ("anneal", "truncate")

@@ -60,7 +60,7 @@ Profiles
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -72,6 +72,9 @@ from hacn_core.engine.data import synthetic_splits
 from hacn_core.engine.registry import Experiment, Link, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import Callback, TrainConfig, TrainState, evaluate, fit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "awnn-kaiming-plus"
 INITS: tuple[str, ...] = ("kaiming_plus", "kaiming")

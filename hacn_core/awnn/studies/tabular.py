@@ -20,7 +20,7 @@ are :mod:`hacn_core.awnn.studies.common`'s; chapter 2 shows these runs beside AW
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -31,6 +31,9 @@ from hacn_core.engine.registry import Experiment, Link
 from hacn_core.engine.results import RunContext, RunResult
 from hacn_core.engine.training import TrainConfig, fit
 from hacn_core.paper_items import item as paper_item
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "awnn-tabular-fixed"
 

@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -82,6 +82,9 @@ from hacn_core.engine.registry import Experiment, Link, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import Callback, TrainConfig, TrainState, evaluate, fit
 from hacn_core.models.resnet import ResNetCifar, ResNetCifarConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "gates-cifar"
 VARIANTS: tuple[str, ...] = ("original", "gated", "gated_kdecay")

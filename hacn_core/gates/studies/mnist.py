@@ -61,10 +61,11 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -93,6 +94,9 @@ from hacn_core.engine.training import (
 from hacn_core.models.fc import KINDS, mnist_fc
 from hacn_core.models.stacked_fc import StackedFCNet
 from hacn_core.paper_items import item
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "gates-mnist"
 DEPTHS: tuple[int, ...] = (2, 10, 20, 50, 100)  # the paper's d (Table 1)

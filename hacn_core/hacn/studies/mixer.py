@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -73,6 +73,9 @@ from hacn_core.hacn.connectivity import (
     total_connectivity_strength,
 )
 from hacn_core.models.mixer import DenseMixer, DenseMixerConfig, MixerConfig, MLPMixer, num_parameters
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "hacn-mixer"
 DATASETS: tuple[str, ...] = ("FashionMNIST", "CIFAR10")
