@@ -109,7 +109,7 @@ from hacn_core.awnn.studies.tabular import TASKS as FIXED_TASKS
 from hacn_core.awnn.studies.tabular import train_fixed_mlp
 from hacn_core.engine.registry import Experiment, Link, select, with_overrides
 from hacn_core.engine.results import RunContext, RunResult
-from hacn_core.paper_items import item as paper_item
+from hacn_core.awnn.paper_items import item as paper_item
 
 if TYPE_CHECKING:  # pragma: no cover
     from hacn_core.engine.dry_run import DryRunPlan

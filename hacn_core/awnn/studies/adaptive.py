@@ -73,7 +73,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hacn_core import paper_items
+from hacn_core.awnn import paper_items
 from hacn_core.awnn import ELBOLoss, WidthCallback, quantile_width
 from hacn_core.awnn.studies import tabular
 from hacn_core.awnn.studies.common import (

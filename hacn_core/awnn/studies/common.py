@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hacn_core import paper_items
+from hacn_core.awnn import paper_items
 from hacn_core.awnn import DEFAULT_RATE, AdaptiveMLP, AWNNConfig, ELBOLoss, RatePriorSchedule, WidthCallback
 from hacn_core.engine.data import SYNTHETIC, spiral_arms, stratified_split, synthetic_splits
 from hacn_core.engine.results import RunContext

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from hacn_core import paper_items
+from hacn_core.awnn import paper_items
 from hacn_core.awnn import INTERPOLATIONS, AdaptiveMLP, RatePriorSchedule, WidthCallback, truncate
 from hacn_core.awnn.studies import tabular
 from hacn_core.awnn.studies.common import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 import numpy as np
 
-from hacn_core import paper_items
+from hacn_core.awnn import paper_items
 from hacn_core.awnn.studies.common import ARMS
 from hacn_core.awnn.studies.compress import RATE_PRIORS, exponential_fit
 from hacn_core.engine.registry import select

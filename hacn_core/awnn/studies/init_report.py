@@ -47,7 +47,7 @@ from hacn_core.awnn.studies.init import (
 from hacn_core.engine.data import synthetic_splits
 from hacn_core.engine.registry import select
 from hacn_core.engine.results import RunResult
-from hacn_core.paper_items import item as paper_item
+from hacn_core.awnn.paper_items import item as paper_item
 
 # Paper values of the starting widths (Eq. 11, App. C.1-C.3): item id per rate.
 START_WIDTH_ITEMS: dict[float, str] = {

@@ -30,7 +30,7 @@ from hacn_core.engine.data import synthetic_splits
 from hacn_core.engine.registry import Experiment, Link
 from hacn_core.engine.results import RunContext, RunResult
 from hacn_core.engine.training import TrainConfig, fit
-from hacn_core.paper_items import item as paper_item
+from hacn_core.awnn.paper_items import item as paper_item
 
 if TYPE_CHECKING:  # pragma: no cover
     from hacn_core.engine.dry_run import DryRunPlan

@@ -17,7 +17,7 @@ from hacn_core.engine.results import RunResult
 from hacn_core.engine.stats import cell_means
 from hacn_core.engine.tables import ClaimTable
 from hacn_core.gates.studies.cifar import PAPER_CELLS, VARIANTS, paper_item_ids
-from hacn_core.paper_items import item
+from hacn_core.gates.paper_items import item
 
 VARIANT_LABELS = {"original": "Original", "gated": "Gated", "gated_kdecay": "Gated (k decay)"}
 MODEL_LABELS = {"resnet5": "ResNet 5", "wrn-2-4": "Wide ResNet (2,4)", "wrn-4-10": "Wide ResNet (4,10)",

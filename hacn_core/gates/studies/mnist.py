@@ -93,7 +93,7 @@ from hacn_core.engine.training import (
 )
 from hacn_core.models.fc import KINDS, mnist_fc
 from hacn_core.models.stacked_fc import StackedFCNet
-from hacn_core.paper_items import item
+from hacn_core.gates.paper_items import item
 
 if TYPE_CHECKING:  # pragma: no cover
     from hacn_core.engine.dry_run import DryRunPlan

@@ -29,7 +29,7 @@ from hacn_core.gates.studies.mnist import (
     table2_item,
 )
 from hacn_core.models.fc import KINDS, mnist_fc
-from hacn_core.paper_items import item
+from hacn_core.gates.paper_items import item
 
 KIND_LABELS = {"plain": "Plain", "resnet": "ResNet", "gated_plain": "Gated PlainNet", "gated_resnet": "Gated ResNet"}
 

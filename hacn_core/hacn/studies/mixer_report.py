@@ -21,7 +21,7 @@ from hacn_core.engine.registry import select
 from hacn_core.engine.results import RunResult
 from hacn_core.hacn.connectivity import pairwise_pearson
 from hacn_core.hacn.studies.mixer import STUDY_RULES, TABLE2_MUS, WEIGHTED_RULES, table2_item, table3_item
-from hacn_core.paper_items import item
+from hacn_core.hacn.paper_items import item
 
 RULE_LABELS = {
     "resnet": "ResNet", "acn": "ACN", "hacn": "H-ACN", "hacn_code_mixer": "H-ACN (public code rule)",

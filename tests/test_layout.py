@@ -1,0 +1,123 @@
+"""The house rules of the library's layout, checked on the code itself.
+
+- The engine imports nothing of the papers.
+- A student who adapts the AWNN chapters copies ``hacn_core/awnn`` and
+  ``hacn_core/engine`` and nothing else: the copy imports on its own.
+- No module imports another module's private (``_name``) names, and the
+  modules' imports form no cycle.
+"""
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "hacn_core"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(path: Path, module: str) -> list[tuple[str, list[str]]]:
+    """(imported module, names taken) of every import statement, at any depth of the file."""
+    found = []
+    is_pkg = path.name == "__init__.py"
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue  # imports for annotations only (``if TYPE_CHECKING:``) load nothing
+        if isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")[: len(module.split(".")) - node.level + (1 if is_pkg else 0)]
+                base = ".".join(anchor + ([base] if base else []))
+            if base == "hacn_core":  # ``from hacn_core import awnn`` loads the package hacn_core.awnn
+                found += [(f"hacn_core.{a.name}", []) for a in node.names]
+                continue
+            found.append((base, [a.name for a in node.names]))
+    return [(m, names) for m, names in found if m.split(".")[0] == "hacn_core"]
+
+
+def _resolve(target: str, names: list[str], modules: dict[str, Path]) -> list[str]:
+    """The modules an import statement loads: ``from pkg import mod`` loads ``pkg.mod``."""
+    out = [target]
+    out += [f"{target}.{n}" for n in names if f"{target}.{n}" in modules]
+    return out
+
+
+def test_the_engine_imports_nothing_of_the_papers():
+    modules = _modules()
+    for name, path in modules.items():
+        if name.startswith("hacn_core.engine"):
+            for target, _ in _imports(path, name):
+                assert target.startswith("hacn_core.engine"), (name, target)
+
+
+def test_awnn_imports_only_itself_and_the_engine():
+    modules = _modules()
+    for name, path in modules.items():
+        if name.startswith("hacn_core.awnn"):
+            for target, _ in _imports(path, name):
+                assert target.startswith(("hacn_core.awnn", "hacn_core.engine")), (name, target)
+
+
+def test_a_copy_of_awnn_and_the_engine_imports_on_its_own(tmp_path):
+    root = tmp_path / "student" / "hacn_core"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(PKG / "engine", root / "engine", ignore=ignore)
+    shutil.copytree(PKG / "awnn", root / "awnn", ignore=ignore)
+    studies = sorted(p.stem for p in (PKG / "awnn" / "studies").glob("*.py") if p.stem != "__init__")
+    code = "import importlib\n" + "".join(
+        f"importlib.import_module('hacn_core.awnn.studies.{s}')\n" for s in studies) + "print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], cwd=root.parent, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root.parent), "HOME": str(tmp_path)},
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_no_module_imports_a_private_name_of_another():
+    modules = _modules()
+    for name, path in modules.items():
+        for target, names in _imports(path, name):
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            assert not private or target == name, (name, target, private)
+
+
+def test_the_modules_form_no_import_cycle():
+    modules = _modules()
+    graph = {name: set() for name in modules}
+    for name, path in modules.items():
+        for target, names in _imports(path, name):
+            for dep in _resolve(target, names, modules):
+                if dep in modules and dep != name:
+                    graph[name].add(dep)
+    # a package imports its own __init__ when a submodule is loaded: those edges are not cycles of the code
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for dep in graph[node]:
+            if node.startswith(dep + "."):
+                continue  # a module reaching its own package's face
+            if state.get(dep) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(trail + [node, dep]))
+            if dep not in state:
+                visit(dep, trail + [node])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
