@@ -19,6 +19,17 @@ at, scaled linearly), the optimizer steps of the schedule (epochs x steps per
 epoch) and an estimate of GPU-hours on an assumption it prints
 (``hacn_core.engine.dry_run``). Experiments that train no model say so.
 
+``--where KEY=VALUE`` reads each value as JSON when it can (``depth=50`` is a number,
+``rate_init=0.001`` too, ``removal=true`` a boolean, ``rule=null`` None) and as a string
+otherwise (``dataset=Spiral``; ``depth='"50"'`` forces the string "50"). A key the
+configurations lack, a value outside their grid, or entries that never occur together
+stop the command with the keys or values the grid has.
+
+Bad input (an unknown experiment, profile or dataset, a ``--where`` that selects
+nothing, a stored result that is missing while training is disabled) prints one
+``error: ...`` message to stderr and exits with status 2; ``--debug`` shows the
+traceback instead. Any other exception shows its traceback as usual.
+
 ``ledger --format csv`` / ``--format json`` print one row per paper item with the
 columns id, paper, item, quantity, paper value, paper std, our mean, our std (sample
 standard deviation over the stored runs), seeds (the number of runs), setting,
@@ -35,18 +46,40 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hacn_core.engine.profiles import PROFILES, current_profile
+from hacn_core.engine.profiles import PROFILES, ProfileError, current_profile
 
 if TYPE_CHECKING:
     from hacn_core.engine.registry import Experiment
 
 
-def _parse_where(pairs: Sequence[str]) -> dict:
+class UsageError(Exception):
+    """Bad input on the command line: printed as one ``error:`` message, exit status 2."""
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The library's errors about what the user asked for, which the command prints as one
+    ``error: <message>`` (their messages name the field or file and the choices) and exits with 2.
+
+    :class:`UsageError` (an unknown experiment or dataset name, ``--where`` that selects
+    nothing, a profile the experiment lacks), ``ProfileError``, ``DatasetMissingError``,
+    ``DatasetCorruptError`` (e.g. a truncated MNIST file), ``ResultError`` (a stored result
+    missing while training is disabled, a corrupt or mismatched stored file) and
+    ``TrainConfigError``. Imported when an error occurs, so that ``--help`` does not load torch.
+    """
+    from hacn_core.engine.config import TrainConfigError
+    from hacn_core.engine.data import DatasetCorruptError, DatasetMissingError
+    from hacn_core.engine.results import ResultError
+
+    return UsageError, ProfileError, DatasetMissingError, DatasetCorruptError, ResultError, TrainConfigError
+
+
+def _parse_where(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["depth=50", "dataset=Spiral"]`` -> ``{"depth": 50, "dataset": "Spiral"}`` (values read as JSON when they parse)."""
     where = {}
     for pair in pairs:
-        if "=" not in pair:
-            raise SystemExit(f"--where expects key=value, got {pair!r}")
-        key, value = pair.split("=", 1)
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--where expects KEY=VALUE (e.g. depth=50 or dataset=Spiral), got {pair!r}")
         try:
             where[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -54,43 +87,72 @@ def _parse_where(pairs: Sequence[str]) -> dict:
     return where
 
 
+def _selection(experiment: Experiment, profile: str, pairs: Sequence[str]) -> dict[str, Any]:
+    """The parsed ``--where`` of ``run``, once the profile and the selection have been checked.
+
+    An unknown profile, one this experiment lacks, or a ``--where`` that selects no
+    configuration (:func:`hacn_core.engine.registry.check_where`) becomes a :class:`UsageError`.
+    """
+    from hacn_core.engine.registry import check_where
+
+    where = _parse_where(pairs)
+    try:
+        check_where(experiment.runs(profile), where,
+                    context=f"the configurations of {experiment.id!r} at profile {profile!r}")
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    return where
+
+
 def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any]) -> int:
-    """``run --dry-run``: the report of :func:`hacn_core.engine.dry_run.dry_run`, or one line on bad input."""
+    """``run --dry-run``: the report of :func:`hacn_core.engine.dry_run.dry_run`."""
     from hacn_core.engine.dry_run import dry_run, format_report
 
-    try:
-        experiment.runs(profile)
-    except ValueError as err:  # an unknown profile, or one this experiment lacks
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     report = dry_run(experiment, profile, where=where, progress=lambda line: print(line, file=sys.stderr))
     print(format_report(report))
     return 0
 
 
+DEBUG_HELP = "on bad input, show the traceback instead of the one-line error"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hacn_core", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list the experiments")
-    run_p = sub.add_parser("run", help="run (or load) every configuration of an experiment")
+    debug = argparse.ArgumentParser(add_help=False)  # --debug also after the command
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    sub.add_parser("list", help="list the experiments", parents=[debug])
+    run_p = sub.add_parser("run", help="run (or load) every configuration of an experiment", parents=[debug])
     run_p.add_argument("experiment")
     run_p.add_argument("--profile", default=None, help=f"one of {', '.join(PROFILES)} (default: $HACN_PROFILE or book)")
-    run_p.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE", help="only configurations matching these")
+    run_p.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
+                       help="only configurations matching these (VALUE read as JSON if it parses, else a string)")
     run_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
     run_p.add_argument("--stacked", action="store_true",
                        help="train missing runs together with the experiment's stacked engine (gates-mnist)")
     run_p.add_argument("--dry-run", action="store_true",
                        help="train nothing: build each distinct model, take one training step on the CPU and print "
                             "parameters, FLOPs per step, optimizer steps and estimated GPU-hours")
-    ledger_p = sub.add_parser("ledger", help="print the reproduction ledger")
+    ledger_p = sub.add_parser("ledger", help="print the reproduction ledger", parents=[debug])
     ledger_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
     ledger_p.add_argument("--format", default="text", choices=("text", "csv", "json"),
                           help="text (default, for reading), csv or json (one row per paper item, for pandas)")
-    fetch_p = sub.add_parser("fetch", help="download a dataset into the data root")
+    fetch_p = sub.add_parser("fetch", help="download a dataset into the data root", parents=[debug])
     fetch_p.add_argument("dataset")
     args = parser.parse_args(argv)
+    try:
+        return _command(args)
+    except user_errors() as err:
+        if args.debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
+
+def _command(args: argparse.Namespace) -> int:
+    """Run the parsed command; bad input raises one of :func:`user_errors`."""
     if args.command == "list":
         from hacn_core.catalog import registry
 
@@ -108,10 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             experiment = get(args.experiment)
         except KeyError as err:
-            print(f"error: {err.args[0]}", file=sys.stderr)
-            return 2
+            raise UsageError(err.args[0]) from err
+        where = _selection(experiment, profile, args.where)
         if args.dry_run:
-            return _dry_run(experiment, profile, _parse_where(args.where))
+            return _dry_run(experiment, profile, where)
         results = run_experiment(experiment, profile, store=ResultsStore(args.results),
                                  where=_parse_where(args.where), stacked=args.stacked)
         for result in results:
@@ -131,7 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "fetch":
         from hacn_core.engine.data import data_root, ensure_dataset
 
-        path = ensure_dataset(args.dataset, download=True)
+        try:
+            path = ensure_dataset(args.dataset, download=True)
+        except ValueError as err:  # an unknown dataset name (the list of known ones is in the message)
+            raise UsageError(str(err)) from err
         print(f"{args.dataset} is in {data_root(path)}")
         return 0
     return 2  # pragma: no cover

@@ -59,12 +59,18 @@ def run(experiment_id: str, profile: str, **options: Any) -> list[RunResult]:
     """Run (or load) every configuration of experiment ``experiment_id`` at ``profile``.
 
     The options are :func:`hacn_core.engine.registry.run_experiment`'s (``store``,
-    ``where``, ``allow_train``, ``progress``, ``stacked``).
+    ``where``, ``allow_train``, ``progress``, ``stacked``). A ``where`` that matches no
+    configuration (a misspelt key, a value outside the grid) raises ``ValueError``
+    naming the keys or values there are (:func:`hacn_core.engine.registry.check_where`).
     """
     return run_experiment(get(experiment_id), profile, **options)
 
 
 def stored(experiment_id: str, profile: str, *, store: ResultsStore | None = None,
            where: Mapping[str, Any] | None = None) -> list[RunResult]:
-    """The runs of ``profile`` (matching ``where``) already stored; never trains."""
+    """The runs of ``profile`` (matching ``where``) already stored; never trains.
+
+    None stored yet gives ``[]``; a ``where`` that matches no configuration raises
+    ``ValueError``, as in :func:`run`.
+    """
     return stored_runs(get(experiment_id), profile, store=store, where=where)

@@ -65,6 +65,16 @@ GROW_INITS: tuple[str, ...] = ("normal", "kaiming_plus")
 #: rate of the tabular experiments (Appendix C.1, Table 3)
 DEFAULT_RATE = 0.01
 
+#: The most parameters an :class:`AdaptiveMLP` may *start* with: 2**30 (about 1.07e9,
+#: 4 GiB in float32 before gradients and optimizer state). The starting width is Eq. 11's
+#: quantile ``ceil(ln(1/(1-k)) / nu_0)``, so a tiny ``rate_init`` asks for billions of
+#: neurons (1e-9: 2.3e9 per layer) and would fail only after trying to allocate them.
+#: The studies start at most at 2,303 neurons (``rate_init`` 0.001, Figs. 4 and 10;
+#: about 12,000 parameters, or 5.3 million with two hidden layers) and may grow
+#: far past that during training (to over 11,000 neurons): widths reached while
+#: training are not limited.
+MAX_START_PARAMETERS = 2**30
+
 
 # ---------------------------------------------------------------------------
 # Hyper-parameters
@@ -166,6 +176,29 @@ class AWNNConfig:
 # ---------------------------------------------------------------------------
 
 
+def check_starting_size(config: AWNNConfig, width: int) -> None:
+    """Refuse a starting ``width`` per hidden layer whose parameters exceed :data:`MAX_START_PARAMETERS`.
+
+    Runs before anything is allocated; the message names the field that set the width
+    (``rate_init`` or ``initial_width``), the width, the parameters and their memory.
+    """
+    dims = [config.in_dim] + [width] * config.n_hidden_layers + [config.out_dim]
+    params = sum((a + int(config.bias)) * b for a, b in zip(dims[:-1], dims[1:]))
+    if params <= MAX_START_PARAMETERS:
+        return
+    if config.initial_width is not None:
+        source, fix = f"initial_width={config.initial_width!r}", "use a smaller initial_width"
+    else:
+        source = f"rate_init={config.initial_rate!r} (Eq. 11 at k={config.k!r})"
+        fix = f"use a larger rate_init ({DEFAULT_RATE} starts at {quantile_width(DEFAULT_RATE, config.k):,} neurons)"
+    gib = params * torch.get_default_dtype().itemsize / 2**30
+    raise ValueError(
+        f"{source} gives a starting width of {width:,} neurons in each of {config.n_hidden_layers} hidden "
+        f"layer(s): {params:,} parameters ({gib:,.1f} GiB), above MAX_START_PARAMETERS={MAX_START_PARAMETERS:,}; "
+        f"{fix}, or cap the width with max_width"
+    )
+
+
 class AdaptiveMLP(nn.Module):
     """An MLP whose hidden widths are learned (Sec. 3.1, Eq. 14, Algorithm 1).
 
@@ -188,6 +221,7 @@ class AdaptiveMLP(nn.Module):
         self.config = config
         n = config.n_hidden_layers
         d0 = quantile_width(config.initial_rate, config.k, config.max_width)
+        check_starting_size(config, d0)
         self.raw_rate = tag(nn.Parameter(torch.full((n,), raw_from_rate(config.initial_rate))), "rate")
         dims = [config.in_dim] + [d0] * n + [config.out_dim]
         # new neurons ~ N(0, 1): with prefill, the spare capacity is pre-drawn

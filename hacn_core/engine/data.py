@@ -12,6 +12,11 @@ Downloads
     download fails, a :class:`DatasetMissingError` names the dataset, the folder
     that was searched, the files expected there and the command that fetches them.
 
+Damaged files
+    Before torchvision reads an MNIST / Fashion-MNIST split, the length of each IDX
+    file is checked against its header (:func:`idx_shape`); a truncated download
+    raises a :class:`DatasetCorruptError` naming the file, instead of a reshape error.
+
 Synthetic data
     DoubleMoon, Spiral and SpiralHard (AWNN, Appendix B, Table 2: 2,500 / 2,500 /
     5,000 points, 2 features, 2 balanced classes, stratified 70/10/20 split).
@@ -132,6 +137,10 @@ class DatasetMissingError(FileNotFoundError):
     """A dataset is not under the data root and could not (or may not) be downloaded."""
 
 
+class DatasetCorruptError(ValueError):
+    """A dataset file is on disk but damaged (e.g. a truncated download); the message names the file."""
+
+
 def _spec(name: str) -> DatasetSpec:
     try:
         return DATASETS[name]
@@ -219,6 +228,53 @@ def _atomic_write_bytes(path: Path, payload: bytes) -> None:
 
 IMAGE_DATASETS = ("MNIST", "FashionMNIST", "CIFAR10", "CIFAR100")
 
+#: IDX element types (the third byte of the magic number) and their size in bytes
+IDX_ITEM_SIZES: dict[int, int] = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}
+
+
+def idx_shape(path: str | os.PathLike[str], name: str = "") -> tuple[int, ...]:
+    """The shape an IDX file's header declares, once its length has been checked against it.
+
+    IDX (the MNIST / Fashion-MNIST format): a magic number ``0, 0, type, ndim``, then
+    ``ndim`` big-endian 32-bit sizes, then the elements. A file whose length is not
+    ``4 + 4 ndim + prod(sizes) * itemsize`` (a truncated download, say) raises a
+    :class:`DatasetCorruptError` naming the file and both lengths; torchvision's
+    reader would fail with a reshape error that names neither. Reads the header only.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+        ndim = magic[3] if len(magic) == 4 else 0
+        dims = handle.read(4 * ndim)
+    fix = f"delete it and fetch it again (python -m hacn_core fetch {name})" if name else "delete it and fetch it again"
+    if len(magic) < 4 or magic[:2] != b"\0\0" or magic[2] not in IDX_ITEM_SIZES or ndim == 0:
+        raise DatasetCorruptError(f"{path} is not an IDX file (its magic number is {magic.hex() or 'missing'}); {fix}")
+    if len(dims) < 4 * ndim:
+        raise DatasetCorruptError(f"{path} is truncated inside its header ({size} bytes); {fix}")
+    shape = tuple(int.from_bytes(dims[4 * i:4 * i + 4], "big") for i in range(ndim))
+    expected = 4 + 4 * ndim + math.prod(shape) * IDX_ITEM_SIZES[magic[2]]
+    if size != expected:
+        state = "truncated" if size < expected else "longer than its header says"
+        raise DatasetCorruptError(
+            f"{path} is {state}: {size:,} bytes, but its header declares shape {shape}, {expected:,} bytes; {fix}"
+        )
+    return shape
+
+
+def check_idx_split(name: str, train: bool, root: str | os.PathLike[str] | None = None) -> None:
+    """Check the images and labels IDX files of one split of MNIST / Fashion-MNIST (:func:`idx_shape`),
+    and that they hold the same number of items."""
+    folder = data_root(root) / _spec(name).folder
+    prefix = "train" if train else "t10k"
+    images = idx_shape(folder / f"{prefix}-images-idx3-ubyte", name)
+    labels = idx_shape(folder / f"{prefix}-labels-idx1-ubyte", name)
+    if images[0] != labels[0]:
+        raise DatasetCorruptError(
+            f"{folder}: {prefix}-images-idx3-ubyte holds {images[0]:,} images but {prefix}-labels-idx1-ubyte "
+            f"{labels[0]:,} labels; fetch {name} again (python -m hacn_core fetch {name})"
+        )
+
 
 def load_image_dataset(
     name: str, train: bool = True, root: str | os.PathLike[str] | None = None, download: bool | None = None, **kwargs: Any
@@ -229,6 +285,8 @@ def load_image_dataset(
     import torchvision.datasets as tvd
 
     base = ensure_dataset(name, root, download)
+    if name in ("MNIST", "FashionMNIST"):
+        check_idx_split(name, train, base)
     return getattr(tvd, name)(str(base), train=train, download=False, **kwargs)
 
 

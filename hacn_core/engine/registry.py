@@ -54,6 +54,86 @@ def matches(config: Mapping[str, Any], where: Mapping[str, Any] | None) -> bool:
     return all(k in config and config[k] == v for k, v in (where or {}).items())
 
 
+class WhereError(ValueError):
+    """A ``where`` selection that names no configuration: an unknown key, a value outside the grid, or an
+    empty combination. The message lists what the configurations do have."""
+
+
+def _kind(value: Any) -> str:
+    """The JSON kind of a configuration value, for messages: ``number``, ``string``, ``boolean``, ``null``..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, Mapping):
+        return "mapping"
+    return type(value).__name__
+
+
+def _grid_values(configs: Sequence[Mapping[str, Any]], key: str) -> list[Any]:
+    """The distinct values ``configs`` take at ``key`` (by ``==``, as :func:`matches` compares), each
+    kind sorted where its values are ordered (numbers, strings), otherwise in order of appearance."""
+    values: list[Any] = []
+    for config in configs:
+        if key in config and not any(_kind(v) == _kind(config[key]) and v == config[key] for v in values):
+            values.append(config[key])
+    kinds = list(dict.fromkeys(_kind(v) for v in values))
+    ordered: list[Any] = []
+    for kind in kinds:
+        group = [v for v in values if _kind(v) == kind]
+        ordered += sorted(group) if kind in ("number", "string") else group
+    return ordered
+
+
+def _describe_grid(values: Sequence[Any]) -> str:
+    """``2, 10, 20 (numbers)``; ``'Spiral', 'DoubleMoon' (strings); None (null)`` for mixed kinds."""
+    parts = []
+    for kind in dict.fromkeys(_kind(v) for v in values):
+        group = [v for v in values if _kind(v) == kind]
+        plural = "null" if kind == "null" else f"{kind}s"
+        parts.append(f"{', '.join(repr(v) for v in group)} ({plural})")
+    return "; ".join(parts)
+
+
+def check_where(
+    configs: Sequence[Mapping[str, Any]], where: Mapping[str, Any] | None, *, context: str = "the configurations"
+) -> list[dict[str, Any]]:
+    """The configurations of ``configs`` that match ``where``; a ``where`` that selects none raises.
+
+    Each entry of ``where`` is checked on its own first: a key no configuration has
+    is refused with the list of the configurations' keys; a value no configuration
+    has at that key with the list of the values the grid has there and their kind,
+    so that ``depth='50'`` (a string) against a grid of numbers is explained. Entries
+    that exist one by one but never together are refused with how many
+    configurations each one matches. An empty or missing ``where`` selects all.
+    ``context`` names the configurations in the message (e.g. the experiment and profile).
+
+    Raises :class:`WhereError` (a ``ValueError``).
+    """
+    selected = [dict(c) for c in configs if matches(c, where)]
+    if not where or selected:
+        return selected
+    if not configs:
+        raise WhereError(f"{context} are empty; nothing can match where={dict(where)!r}")
+    keys = list(dict.fromkeys(k for c in configs for k in c))
+    for key, value in where.items():
+        if key not in keys:
+            raise WhereError(f"where: unknown key {key!r} for {context}; their keys: {', '.join(keys)}")
+        grid = _grid_values(configs, key)
+        if not any(matches(c, {key: value}) for c in configs):
+            kinds = {_kind(v) for v in grid}
+            given = f"{key}={value!r}" + (f" (a {_kind(value)})" if _kind(value) not in kinds else "")
+            raise WhereError(f"where: {given} matches none of {context}; the grid has {key} = {_describe_grid(grid)}")
+    counts = ", ".join(f"{k}={v!r} matches {sum(matches(c, {k: v}) for c in configs)}" for k, v in where.items())
+    raise WhereError(f"where={dict(where)!r} matches none of {context} together; one by one: {counts}")
+
+
 def select(results: Sequence[RunResult], where: Mapping[str, Any] | None = None, **equal: Any) -> list[RunResult]:
     """The runs of ``results`` whose configuration matches ``where`` and the keyword entries."""
     wanted = {**(where or {}), **equal}
@@ -119,6 +199,11 @@ class Experiment:
         return frozenset(config_hash(c) for c in self.runs("paper"))
 
 
+def _context(experiment: Experiment, profile: str) -> str:
+    """How :func:`check_where`'s messages name an experiment's configurations at a profile."""
+    return f"the configurations of {experiment.id!r} at profile {profile!r}"
+
+
 def run_experiment(
     experiment: Experiment,
     profile: str,
@@ -131,11 +216,13 @@ def run_experiment(
 ) -> list[RunResult]:
     """Run (or load) every configuration of an experiment at ``profile``.
 
-    ``where`` restricts to the configurations whose entries match it.
+    ``where`` restricts to the configurations whose entries match it; one that
+    matches none raises :class:`WhereError` naming the keys or values the grid has
+    (:func:`check_where`).
     ``stacked`` trains the missing ones with the experiment's stacked engine
     (``Experiment.train_stacked``), many runs per process, before loading all.
     """
-    configs = [c for c in experiment.runs(profile) if matches(c, where)]
+    configs = check_where(experiment.runs(profile), where, context=_context(experiment, profile))
     if stacked:
         _train_stacked(experiment, configs, store or ResultsStore(), profile, allow_train, progress)
     results = []
@@ -185,10 +272,11 @@ def stored_runs(
     """The runs of ``profile`` (matching ``where``) that are already stored; never trains.
 
     For chapters that show part of a long profile (e.g. the paper-setting runs
-    that exist so far) next to the profile they render.
+    that exist so far) next to the profile they render. None stored yet gives an
+    empty list; a ``where`` that matches no configuration raises :class:`WhereError`.
     """
     store = store or ResultsStore()
-    configs = [c for c in experiment.runs(profile) if matches(c, where)]
+    configs = check_where(experiment.runs(profile), where, context=_context(experiment, profile))
     return [r for r in (store.load(experiment.id, c) for c in configs) if r is not None]
 
 

@@ -98,6 +98,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 
 import torch
 import torch.nn.functional as F
@@ -169,8 +170,15 @@ class AlphaInit:
 
     def __post_init__(self) -> None:
         check_choice("alpha_init.strategy", self.strategy, INIT_STRATEGIES)
-        if not self.sigma >= 0:
-            raise ValueError(f"alpha_init.sigma={self.sigma!r} must be >= 0 (a standard deviation)")
+        # Any finite mean is a valid a_i (0: ACN, 1: ResNet, the code variants' 0.5 and 1.0);
+        # a NaN or infinite one would only surface as a non-finite loss many steps later.
+        for name in ("mu", "first_mu", "second_mu", "start_mu", "end_mu", "value"):
+            number = getattr(self, name)
+            if isinstance(number, bool) or not isinstance(number, Real) or not math.isfinite(number):
+                raise ValueError(f"alpha_init.{name}={number!r} must be a finite number")
+        if isinstance(self.sigma, bool) or not isinstance(self.sigma, Real) or not (
+                math.isfinite(self.sigma) and self.sigma >= 0):
+            raise ValueError(f"alpha_init.sigma={self.sigma!r} must be a finite number >= 0 (a standard deviation)")
         if self.strategy == "exp_decay" and (self.start_mu <= 0 or self.end_mu <= 0):
             raise ValueError(
                 f"alpha_init.start_mu={self.start_mu!r} and end_mu={self.end_mu!r} must be > 0 for exp_decay"
@@ -332,11 +340,32 @@ class StackTrace:
 LayerFn = Callable[[int, Tensor], "Tensor | tuple[Tensor, Tensor]"]
 
 
+def check_block_output(index: int, block: nn.Module, x: Tensor,
+                       out: Tensor | tuple[Tensor, Tensor]) -> Tensor | tuple[Tensor, Tensor]:
+    """``out`` (``blocks[index]``'s ``f(x)``, or its ``(t, c)`` parts) if it has ``x``'s shape; else raise.
+
+    Every rule adds ``f_i(x_{i-1})`` to ``x_{i-1}`` or to the running sum (Eq. 1-2), so
+    a block that changes the shape would fail later with a size mismatch that names
+    no block, or be broadcast silently (``(2, 4) + (2, 1)`` is ``(2, 4)``). Checked at
+    every forward: one comparison of two ``torch.Size`` per block.
+    """
+    named = zip(("parts(x)'s t", "parts(x)'s c"), out) if isinstance(out, tuple) else [("its output", out)]
+    for what, part in named:
+        if part.shape != x.shape:
+            raise ValueError(
+                f"blocks[{index}] ({type(block).__name__}): {what} has shape {tuple(part.shape)} but its input "
+                f"{tuple(x.shape)}; a ResidualStack needs blocks that keep the shape"
+            )
+    return out
+
+
 class ResidualStack(nn.Module):
     """A stack of shape-preserving blocks ``f_1..f_L`` joined by a named forward rule (Sec. 2).
 
     ``blocks``: any modules mapping a tensor to a tensor of the same shape (the
-    residual *branch*: for ``resnet`` the stack adds the identity itself).
+    residual *branch*: for ``resnet`` the stack adds the identity itself); a block
+    whose output has another shape is refused at the forward, by index
+    (:func:`check_block_output`), broadcastable shapes included.
     ``rule``: one of :data:`RULES` (table in the module docstring).
     ``alpha_init``: init of ``a_i`` for :data:`ALPHA_RULES` (an :class:`AlphaInit`,
     a strategy name or a constant; default per rule, ``N(0.25, 0.005)`` for ``hacn``).
@@ -450,7 +479,8 @@ class ResidualStack(nn.Module):
         blocks = self.blocks
 
         def layer(i: int, h: Tensor):
-            return blocks[i].parts(h) if parts else blocks[i](h)
+            block = blocks[i]
+            return check_block_output(i, block, h, block.parts(h) if parts else block(h))
 
         y = self._run(x, n, layer, exits=exits)
         return (y, exits) if return_exits else y
@@ -462,7 +492,8 @@ class ResidualStack(nn.Module):
         parts = self.rule in TWO_PART_RULES
 
         def layer(i: int, h: Tensor):
-            out = self.blocks[i].parts(h) if parts else self.blocks[i](h)
+            block = self.blocks[i]
+            out = check_block_output(i, block, h, block.parts(h) if parts else block(h))
             trace.outputs.append(out)
             return out
 
