@@ -331,9 +331,9 @@ def dry_run(experiment: Experiment, profile: str = "paper", *, where: Mapping[st
 
     ``progress(line)`` is told about each group as it runs.
     """
-    from hacn_core.engine.registry import matches
+    from hacn_core.engine.registry import check_where, where_context
 
-    configs = [c for c in experiment.runs(profile) if matches(c, where)]
+    configs = check_where(experiment.runs(profile), where, context=where_context(experiment, profile))
     if experiment.plan is None:
         return DryRunReport(experiment.id, profile, len(configs), (), throughput, flop_budget,
                             skipped=f"{experiment.id} trains no model (it measures or computes: "

@@ -199,7 +199,7 @@ class Experiment:
         return frozenset(config_hash(c) for c in self.runs("paper"))
 
 
-def _context(experiment: Experiment, profile: str) -> str:
+def where_context(experiment: Experiment, profile: str) -> str:
     """How :func:`check_where`'s messages name an experiment's configurations at a profile."""
     return f"the configurations of {experiment.id!r} at profile {profile!r}"
 
@@ -222,7 +222,7 @@ def run_experiment(
     ``stacked`` trains the missing ones with the experiment's stacked engine
     (``Experiment.train_stacked``), many runs per process, before loading all.
     """
-    configs = check_where(experiment.runs(profile), where, context=_context(experiment, profile))
+    configs = check_where(experiment.runs(profile), where, context=where_context(experiment, profile))
     if stacked:
         _train_stacked(experiment, configs, store or ResultsStore(), profile, allow_train, progress)
     results = []
@@ -276,7 +276,7 @@ def stored_runs(
     empty list; a ``where`` that matches no configuration raises :class:`WhereError`.
     """
     store = store or ResultsStore()
-    configs = check_where(experiment.runs(profile), where, context=_context(experiment, profile))
+    configs = check_where(experiment.runs(profile), where, context=where_context(experiment, profile))
     return [r for r in (store.load(experiment.id, c) for c in configs) if r is not None]
 
 
