@@ -4,6 +4,7 @@
     python -m hacn_core run awnn-tabular-fixed --profile book
     python -m hacn_core run awnn-tabular-fixed --profile smoke --where dataset=Spiral
     python -m hacn_core run gates-mnist --profile paper --where depth=50 --stacked
+    torchrun --nproc_per_node 2 -m hacn_core run gates-mnist --profile book   # ranks train each run together
     python -m hacn_core run gates-cifar --profile paper --dry-run   # cost of a profile, trains nothing
     python -m hacn_core ledger                    # the reproduction ledger (text)
     python -m hacn_core ledger --format csv > ledger.csv            # or json: for pandas and scripts
@@ -129,7 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--profile", default=None, help=f"one of {', '.join(PROFILES)} (default: $HACN_PROFILE or book)")
     run_p.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
                        help="only configurations matching these (VALUE read as JSON if it parses, else a string)")
-    run_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
+    run_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/; for "
+                                                      "--profile smoke a temporary folder, never results/)")
+    run_p.add_argument("--threads", type=int, default=None,
+                       help="torch CPU threads of each run (default: $HACN_THREADS or 1); a run with another count "
+                            "is stored under its own hash")
     run_p.add_argument("--stacked", action="store_true",
                        help="train missing runs together with the experiment's stacked engine (gates-mnist)")
     run_p.add_argument("--dry-run", action="store_true",
@@ -164,7 +169,7 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "run":
         from hacn_core.catalog import get
         from hacn_core.engine.registry import run_experiment
-        from hacn_core.engine.results import ResultsStore
+        from hacn_core.engine.results import SMOKE_STORE, ResultsStore, default_store, launched_world
 
         profile = current_profile() if args.profile is None else args.profile
         try:
@@ -174,9 +179,14 @@ def _command(args: argparse.Namespace) -> int:
         where = _selection(experiment, profile, args.where)
         if args.dry_run:
             return _dry_run(experiment, profile, where)
-        results = run_experiment(experiment, profile, store=ResultsStore(args.results),
-                                 where=_parse_where(args.where), stacked=args.stacked)
-        for result in results:
+        store = ResultsStore(args.results) if args.results else default_store(profile)
+        rank0 = launched_world()[1] == 0  # under torchrun every rank returns rank 0's results: print them once
+        if store.root == SMOKE_STORE and rank0:
+            print(f"smoke profile: results go to {store.root} (a temporary folder, never results/; "
+                  "--results DIR to choose)")
+        results = run_experiment(experiment, profile, store=store, where=where, stacked=args.stacked,
+                                 threads=args.threads)
+        for result in results if rank0 else ():
             metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.metrics.items())
             print(f"{result.config_hash} seed={result.seed}: {metrics}")
         return 0

@@ -5,7 +5,8 @@ and figure of the three papers with the value the paper reports) and the
 experiments' :class:`~hacn_core.engine.registry.Link` s (which stored metric
 reproduces which item). Our value is the mean over the stored runs (one per
 seed) with a 95% confidence interval from Student's t; nothing is typed in by
-hand, so the ledger stays current as results land in ``results/``.
+hand, so the ledger stays current as results land in ``results/``. A stray JSON
+in the store (not named ``<config hash>.json``) is skipped with a warning.
 
 Status of a row:
 
@@ -31,7 +32,7 @@ from hacn_core.catalog import registry
 from hacn_core.engine.registry import Experiment, matches
 from hacn_core.engine.stats import Estimate, estimate
 from hacn_core.paper_items import PAPER_ITEMS, PaperItem
-from hacn_core.engine.results import ResultsStore, RunResult
+from hacn_core.engine.results import ResultsStore, RunResult, config_hash, study_config
 
 STATUSES: tuple[str, ...] = ("reproduced", "differs", "run", "scaled analogue", "not run")
 
@@ -69,12 +70,26 @@ class _StoredRuns:
         return self._paper[experiment.id]
 
 
+def one_per_setting(runs: Iterable[RunResult]) -> list[RunResult]:
+    """One run per study configuration: a configuration stored under several executions (other torch
+    threads, several ranks: :func:`~hacn_core.engine.results.study_config`) counts once, preferably the
+    default execution (one thread, one process), else the first file."""
+    chosen: dict[str, RunResult] = {}
+    for run in runs:
+        key = config_hash(study_config(run.config))
+        if key not in chosen or run.config_hash == key:
+            chosen[key] = run
+    return list(chosen.values())
+
+
 def _link_row(item: PaperItem, experiment: Experiment, link, stored: _StoredRuns) -> LedgerRow:
     runs = [r for r in stored.runs(experiment) if matches(r.config, link.where) and link.metric in r.metrics]
     if not runs:
         return LedgerRow(item, None, (), "", "not run", experiment.id)
+    runs = one_per_setting(runs)
     paper_hashes = stored.paper_hashes(experiment)
-    at_paper = [r for r in runs if r.config_hash in paper_hashes]
+    # the paper's setting run on other threads or ranks is still the paper's setting
+    at_paper = [r for r in runs if config_hash(study_config(r.config)) in paper_hashes]
     chosen = at_paper or runs  # never mix paper-setting and scaled runs in one number
     values = tuple(float(r.metrics[link.metric]) * link.scale for r in chosen)
     ours = estimate(values)

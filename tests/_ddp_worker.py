@@ -6,11 +6,16 @@ run whose loss is NaN on rank 1 only. Rank 0
 writes what it saw to ``OUT/rank0.pt``; every rank writes how many checkpoint
 files it wrote to ``OUT/saves_rank<r>.txt`` and the step its NaN error named to
 ``OUT/nan_rank<r>.txt``.
+
+``torchrun(args)`` launches two CPU (gloo) processes for the tests.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -19,6 +24,18 @@ from torch import nn
 
 import hacn_core.engine.training as training
 from hacn_core.engine.training import Callback, TrainConfig, fit
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def torchrun(args: Sequence[str], env: Mapping[str, str] | None = None,
+             timeout: float = 180) -> subprocess.CompletedProcess:
+    """``torchrun --standalone --nproc_per_node=2 ARGS`` with one thread per rank, quiet, this checkout first."""
+    full = {**os.environ, "OMP_NUM_THREADS": "1", "HACN_QUIET": "1", **(env or {})}
+    full["PYTHONPATH"] = os.pathsep.join([str(REPO), full.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
+    return subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 class Net(nn.Module):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,11 +19,7 @@ spec.loader.exec_module(worker)
 
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 def test_two_process_ddp_matches_one_process(tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HACN_QUIET": "1"}
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(HERE / "_ddp_worker.py"), str(tmp_path)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    proc = worker.torchrun([str(HERE / "_ddp_worker.py"), str(tmp_path)])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     got = torch.load(tmp_path / "rank0.pt", weights_only=True)
     assert got["world"] == 2

@@ -7,6 +7,7 @@ from hacn_core.engine import results as R
 from hacn_core.engine.results import (
     CorruptResultError,
     MissingResultError,
+    PendingResultError,
     ResultError,
     ResultMismatchError,
     ResultsStore,
@@ -69,7 +70,8 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(R.os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
+    # the failure is reported with its cause (keeping the trained result is tests/test_store_safety.py's)
+    with pytest.raises(PendingResultError, match="disk full"):
         run_or_load("exp-a", CONFIG, _train([]), store=store)
     assert list((tmp_path / "exp-a").iterdir()) == []  # no partial or temporary file left
 

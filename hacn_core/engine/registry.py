@@ -23,13 +23,24 @@ from tqdm.auto import tqdm
 
 from hacn_core.engine.profiles import PROFILES, check_profile
 from hacn_core.engine.results import (
+    DistributedRunError,
+    PendingResultError,
     ResultsStore,
     RunResult,
     TrainFn,
     begin_training,
+    check_can_store,
     config_hash,
+    current_threads,
+    default_store,
+    filed_config,
+    launched_world,
+    pinned_threads,
+    planned_execution,
+    requested_threads,
     run_or_load,
     store_trained,
+    stored_or_pending,
     training_allowed,
 )
 
@@ -176,6 +187,10 @@ class Experiment:
     # trains (model, synthetic batch, loss, optimizer, schedule), one plan per model it trains.
     # None: the experiment trains no model (timings, exact checks).
     plan: Callable[[dict[str, Any]], DryRunPlan | Sequence[DryRunPlan]] | None = None
+    # Whether torchrun's ranks can train a run together (through fit's DDP). False for
+    # models whose parameters change shape while training (AWNN's adaptive width):
+    # DistributedDataParallel cannot follow them.
+    distributed: bool = True
 
     def __post_init__(self) -> None:
         unknown = set(self.configs) - set(PROFILES)
@@ -204,6 +219,32 @@ def where_context(experiment: Experiment, profile: str) -> str:
     return f"the configurations of {experiment.id!r} at profile {profile!r}"
 
 
+def check_distributed(experiment: Experiment, stacked: bool = False) -> None:
+    """Under torchrun (``$WORLD_SIZE > 1``), refuse what its ranks cannot train together.
+
+    Ranks share a run only inside :func:`hacn_core.engine.training.fit`. An
+    experiment without a dry-run plan trains no model (timings, exact checks) and
+    the stacked engine has its own loop: neither goes through ``fit``; an
+    experiment with ``distributed=False`` says it cannot. (A train function that
+    does not call ``fit`` although it has a plan is caught when its result is
+    stored: :func:`hacn_core.engine.results.current_execution`.)
+    """
+    world, _ = launched_world()
+    if world <= 1:
+        return
+    if stacked:
+        raise DistributedRunError(f"{experiment.id}: the stacked engine trains in one process; run it without "
+                                  f"torchrun (WORLD_SIZE={world}) or without --stacked")
+    if experiment.plan is None:
+        raise DistributedRunError(f"{experiment.id} trains no model through hacn_core.engine.training.fit "
+                                  f"(timings or exact computations), so its {world} ranks cannot share it; "
+                                  "run it without torchrun")
+    if not experiment.distributed:
+        raise DistributedRunError(f"{experiment.id} cannot be trained by {world} ranks together (its models change "
+                                  "shape while training, which DistributedDataParallel cannot follow); run it "
+                                  "without torchrun")
+
+
 def run_experiment(
     experiment: Experiment,
     profile: str,
@@ -213,6 +254,7 @@ def run_experiment(
     allow_train: bool | None = None,
     progress: bool = True,
     stacked: bool = False,
+    threads: int | None = None,
 ) -> list[RunResult]:
     """Run (or load) every configuration of an experiment at ``profile``.
 
@@ -221,10 +263,16 @@ def run_experiment(
     (:func:`check_where`).
     ``stacked`` trains the missing ones with the experiment's stacked engine
     (``Experiment.train_stacked``), many runs per process, before loading all.
+    ``threads``: torch CPU threads of every run (default ``$HACN_THREADS`` or 1;
+    see :func:`hacn_core.engine.results.run_or_load`). ``store`` defaults to
+    :func:`hacn_core.engine.results.default_store` (a temporary one for smoke).
     """
     configs = check_where(experiment.runs(profile), where, context=where_context(experiment, profile))
+    check_distributed(experiment, stacked)
+    store = store or default_store(profile)
     if stacked:
-        _train_stacked(experiment, configs, store or ResultsStore(), profile, allow_train, progress)
+        with pinned_threads(requested_threads(threads)):
+            _train_stacked(experiment, configs, store, profile, allow_train, progress)
     results = []
     quiet = not progress or os.environ.get("HACN_QUIET") == "1" or len(configs) < 2
     for config in tqdm(configs, desc=experiment.id, disable=quiet, leave=False):
@@ -237,6 +285,7 @@ def run_experiment(
                 profile=profile,
                 allow_train=allow_train,
                 progress=progress,
+                threads=threads,
             )
         )
     return results
@@ -244,25 +293,38 @@ def run_experiment(
 
 def _train_stacked(experiment: Experiment, configs: Sequence[dict[str, Any]], store: ResultsStore, profile: str,
                    allow_train: bool | None, progress: bool) -> None:
-    """Train the missing ``configs`` with the experiment's stacked engine, one group per ``stack_key``."""
+    """Train the missing ``configs`` with the experiment's stacked engine, one group per ``stack_key``.
+
+    Call it with the threads pinned (:func:`run_experiment` does). A member whose
+    file cannot be written is kept pending while the others are stored, and one
+    :class:`PendingResultError` names them all.
+    """
     if experiment.train_stacked is None or experiment.stack_key is None:
         raise ValueError(f"experiment {experiment.id!r} has no stacked engine; run it without stacked=True")
-    missing = [dict(c) for c in configs if store.load(experiment.id, c) is None]
+    plan = planned_execution(current_threads())
+    missing = [dict(c) for c in configs if stored_or_pending(store, experiment.id, filed_config(c, plan)) is None]
     if not missing or not training_allowed(allow_train):
         return  # run_or_load reports what is missing
     groups: dict[Any, list[dict[str, Any]]] = {}
     for config in missing:
         groups.setdefault(experiment.stack_key(config), []).append(config)
     for group in groups.values():
-        hashes = sorted(config_hash(c) for c in group)
+        hashes = sorted(config_hash(filed_config(c, plan)) for c in group)
+        check_can_store(store, experiment.id, {"stack": hashes}, profile)
         checkpoint_dir = store.checkpoint_dir(experiment.id, {"stack": hashes})
         version = begin_training()
         started = time.perf_counter()
         outs = experiment.train_stacked(group, checkpoint_dir, progress)
         wall = time.perf_counter() - started
+        pending = []
         for config, out in zip(group, outs, strict=True):
-            store_trained(experiment.id, config, out, store=store, profile=profile, version=version, wall_s=wall,
-                          engine={"name": "stacked", "members": len(group), "member_hashes": hashes})
+            try:
+                store_trained(experiment.id, config, out, store=store, profile=profile, version=version, wall_s=wall,
+                              engine={"name": "stacked", "members": len(group), "member_hashes": hashes})
+            except PendingResultError as err:
+                pending.append(err)
+        if pending:
+            raise PendingResultError("\n".join(str(err) for err in pending), pending[0].pending)
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
@@ -274,9 +336,13 @@ def stored_runs(
     For chapters that show part of a long profile (e.g. the paper-setting runs
     that exist so far) next to the profile they render. None stored yet gives an
     empty list; a ``where`` that matches no configuration raises :class:`WhereError`.
+    Runs are looked up as :func:`run_or_load` would file them now (``$HACN_THREADS``,
+    torchrun's world size).
     """
-    store = store or ResultsStore()
-    configs = check_where(experiment.runs(profile), where, context=where_context(experiment, profile))
+    store = store or default_store(profile)
+    plan = planned_execution()
+    selected = check_where(experiment.runs(profile), where, context=where_context(experiment, profile))
+    configs = [filed_config(c, plan) for c in selected]
     return [r for r in (store.load(experiment.id, c) for c in configs) if r is not None]
 
 

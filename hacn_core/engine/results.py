@@ -3,21 +3,49 @@
 Every number the book shows comes from a file here. A run is identified by its
 experiment id and the hash of its full configuration (seed included); the file
 ``<store>/<experiment>/<config_hash>.json`` holds the configuration, the hash,
-the seed, the final metrics, the per-epoch curves and the provenance: code
-version (git commit and whether the tree was dirty), device, library versions,
-wall time, date and profile.
+the seed, the final metrics, the per-epoch curves, a checksum of both and the
+provenance: code version (git commit and whether the tree was dirty), device,
+torch threads, world size, library versions, wall time, date and profile.
 
 ``run_or_load`` is the entry point of every experiment: a stored result whose
 hash matches is returned as it is; otherwise the experiment trains, the result
-is written atomically (temporary file, then rename) and returned. A corrupted or
-mismatching file raises; it is never silently overwritten.
+is written atomically (temporary file, then rename) and returned. A corrupted,
+edited or mismatching file raises; it is never silently overwritten.
+
+How a run executes is part of what makes its numbers (floating-point sums are
+ordered by the thread count and by the ranks), so it is part of the hash:
+
+* every run pins torch's CPU thread count (``threads``: default 1, or
+  ``$HACN_THREADS``, or ``--threads``) and restores the previous count after it;
+  a run with ``threads != 1`` is filed under ``config | {"threads": n}``.
+  The same holds on a GPU: which device a study trains on is decided inside its
+  train function, after the hash is fixed, and its CPU-side work (data, some
+  measurements) still runs on those threads; the default 1 costs a GPU run nothing.
+* under ``torchrun`` (``WORLD_SIZE > 1``) the ranks train one model together
+  through :func:`hacn_core.engine.training.fit`, rank 0 alone writes checkpoints
+  and the result, every rank returns rank 0's result, and the run is filed under
+  ``config | {"world_size": n}``.
+
+The defaults add nothing, so the single-process one-thread runs keep their hashes
+(the provenance of every committed result says ``1 torch threads``).
+:func:`study_config` strips these keys again.
+
+Before training, ``run_or_load`` checks that the result's folder and the
+checkpoint folder are writable and have room for a checkpoint
+(:func:`check_can_store`). If writing the final result fails anyway, the trained
+result is kept as ``pending.json`` in the checkpoint folder and the next
+``run_or_load`` of the same configuration stores it without training.
 
 The store lives in ``results/`` of the repository unless ``$HACN_RESULTS`` names
-another folder (tests and nbval point it at a temporary one).
+another folder (tests and nbval point it at a temporary one). Smoke runs never
+go there: without ``$HACN_RESULTS`` or an explicit store they use
+``<tmp>/hacn-smoke-results`` (:func:`default_store`), and a smoke run pointed at
+the committed ``results/`` is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import hashlib
@@ -25,6 +53,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -38,8 +67,17 @@ from typing import Any
 
 RESULTS_ENV = "HACN_RESULTS"
 ALLOW_TRAIN_ENV = "HACN_ALLOW_TRAIN"
+THREADS_ENV = "HACN_THREADS"
+DEFAULT_THREADS = 1  # the book's CPU experiments: one torch thread, bit for bit on any machine
+EXECUTION_KEYS: tuple[str, ...] = ("threads", "world_size")  # added to the filed configuration when not default
 SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[2]
+COMMITTED_STORE = REPO_ROOT / "results"
+SMOKE_STORE = Path(tempfile.gettempdir()) / "hacn-smoke-results"
+PENDING_NAME = "pending.json"
+CHECKPOINT_ESTIMATE_BYTES = 16 * 2**20  # room asked for a checkpoint when none of the experiment exists yet
+RESULT_ESTIMATE_BYTES = 2**20
+_RESULT_NAME = re.compile(r"[0-9a-f]{16}\.json")
 
 
 class ResultError(RuntimeError):
@@ -56,6 +94,23 @@ class ResultMismatchError(ResultError):
 
 class MissingResultError(ResultError):
     """No stored result, and training is not allowed here (e.g. during a book build)."""
+
+
+class StoreNotWritableError(ResultError):
+    """A results or checkpoint folder cannot take the run's files (read-only, not a folder, full)."""
+
+
+class PendingResultError(ResultError):
+    """Training finished but its result could not be stored; it is kept in ``pending``."""
+
+    def __init__(self, message: str, pending: Path | None, result: RunResult | None = None) -> None:
+        super().__init__(message)
+        self.pending = pending
+        self.result = result
+
+
+class DistributedRunError(ResultError):
+    """A run launched by torchrun that cannot be trained by its ranks together."""
 
 
 def _canonical(value: Any) -> Any:
@@ -90,6 +145,132 @@ def config_hash(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def result_checksum(metrics: Mapping[str, Any], curves: Mapping[str, Any]) -> str:
+    """``sha256:`` + the SHA-256 of the canonical JSON of ``{"curves": ..., "metrics": ...}``.
+
+    Sorted keys, no spaces, NaN written as ``NaN``; a stored file re-reads to the
+    same values, so the checksum of a loaded result is the one it was stored with
+    unless someone edited its numbers.
+    """
+    text = json.dumps({"curves": curves, "metrics": metrics}, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ----------------------------------------------------------------------------- how a run executes
+
+
+def requested_threads(threads: int | None = None) -> int:
+    """``threads`` if given, else ``$HACN_THREADS``, else :data:`DEFAULT_THREADS`; a positive integer."""
+    source = "threads"
+    if threads is None:
+        raw = os.environ.get(THREADS_ENV, "").strip()
+        if not raw:
+            return DEFAULT_THREADS
+        source = f"${THREADS_ENV}"
+        try:
+            threads = int(raw)
+        except ValueError:
+            raise ValueError(f"{source}={raw!r} is not an integer; allowed: a positive integer (default 1)") from None
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"{source}={threads!r} is not allowed; allowed: a positive integer (default 1)")
+    return threads
+
+
+@contextlib.contextmanager
+def pinned_threads(threads: int) -> Iterator[int]:
+    """Run the block with ``torch.set_num_threads(threads)``; restore the previous count after it."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(previous)
+
+
+def current_threads() -> int:
+    """torch's CPU thread count now."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def launched_world() -> tuple[int, int]:
+    """``(world size, rank)`` torchrun gave this process (``$WORLD_SIZE``, ``$RANK``); ``(1, 0)`` otherwise."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1), int(os.environ.get("RANK", "0") or 0)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a run executes: torch CPU threads and, under torchrun, the ranks.
+
+    ``backend`` (``gloo``/``nccl``) is known once :func:`~hacn_core.engine.training.fit`
+    joined the process group; ``None`` before and for a single process.
+    """
+
+    threads: int = DEFAULT_THREADS
+    world_size: int = 1
+    rank: int = 0
+    backend: str | None = None
+
+    def hashed(self) -> dict[str, int]:
+        """The entries added to the filed configuration: only those that differ from the default."""
+        extra = {}
+        if self.threads != DEFAULT_THREADS:
+            extra["threads"] = self.threads
+        if self.world_size > 1:
+            extra["world_size"] = self.world_size
+        return extra
+
+    def provenance(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"threads": self.threads, "world_size": self.world_size}
+        if self.world_size > 1:
+            record["backend"] = self.backend
+        return record
+
+
+def planned_execution(threads: int | None = None) -> Execution:
+    """The execution a run about to start will have: :func:`requested_threads` and torchrun's world."""
+    world, rank = launched_world()
+    return Execution(requested_threads(threads), world, rank)
+
+
+def current_execution() -> Execution:
+    """How this process runs now: torch's thread count and, under torchrun, the joined process group.
+
+    Raises :class:`DistributedRunError` when torchrun started several ranks but no
+    process group exists: the train function did not go through ``fit``, so every
+    rank trained the configuration alone.
+    """
+    threads = current_threads()
+    world, _ = launched_world()
+    if world <= 1:
+        return Execution(threads)
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise DistributedRunError(
+            f"torchrun started {world} processes, but the training function never joined a process group: it does "
+            "not train through hacn_core.engine.training.fit, so each rank trained the run alone. Nothing was "
+            "stored; run this experiment without torchrun."
+        )
+    return Execution(threads, dist.get_world_size(), dist.get_rank(), dist.get_backend())
+
+
+def filed_config(config: Mapping[str, Any], execution: Execution) -> dict[str, Any]:
+    """The configuration a run is filed (and hashed) under: ``config`` plus ``execution.hashed()``."""
+    clash = sorted(set(EXECUTION_KEYS) & set(config))
+    if clash:
+        raise ValueError(f"configuration keys {clash} are reserved for how a run executes; rename them")
+    return dict(_canonical(config)) | execution.hashed()
+
+
+def study_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A filed configuration without the execution entries: the configuration the study generated."""
+    return {k: v for k, v in config.items() if k not in EXECUTION_KEYS}
+
+
 @dataclass
 class RunResult:
     """One stored run."""
@@ -103,6 +284,7 @@ class RunResult:
     provenance: dict[str, Any] = field(default_factory=dict)
     profile: str | None = None
     schema: int = SCHEMA_VERSION
+    checksum: str | None = None  # result_checksum(metrics, curves); None in files stored before it existed
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True, allow_nan=True) + "\n"
@@ -187,8 +369,9 @@ class ResultsStore:
     def path_for(self, experiment: str, config: Mapping[str, Any]) -> Path:
         return self.root / experiment / f"{config_hash(config)}.json"
 
-    def read(self, path: str | os.PathLike[str]) -> RunResult:
-        """Read one file, checking that it is intact and filed under its own hash."""
+    def read(self, path: str | os.PathLike[str], *, checksum: bool = True) -> RunResult:
+        """Read one file, checking that it is intact, filed under its own hash and (``checksum``)
+        that its metrics and curves match its checksum (:func:`verify_checksum`)."""
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -201,15 +384,17 @@ class ResultsStore:
             raise CorruptResultError(f"{path}: expected a JSON object, found {type(data).__name__}")
         result = RunResult.from_dict(data, str(path))
         actual = config_hash(result.config)
-        if actual != result.config_hash or path.stem != actual:
+        if actual != result.config_hash or (path.stem != actual and path.name != PENDING_NAME):
             raise ResultMismatchError(
                 f"{path}: its configuration hashes to {actual}, but the file records {result.config_hash} "
                 f"and is named {path.stem}. It was edited or misfiled; restore it from git or move it aside."
             )
-        if path.parent.name != result.experiment:
+        if path.parent.name != result.experiment and path.name != PENDING_NAME:
             raise ResultMismatchError(
                 f"{path}: records experiment {result.experiment!r} but is filed under {path.parent.name!r}"
             )
+        if checksum:
+            verify_checksum(result, path)
         return result
 
     def load(self, experiment: str, config: Mapping[str, Any]) -> RunResult | None:
@@ -227,24 +412,19 @@ class ResultsStore:
         if config_hash(result.config) != result.config_hash:
             raise ResultMismatchError(f"result of {result.experiment} carries a hash that does not match its config")
         path = self.path_for(result.experiment, result.config)
-        path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
             self.read(path)  # raises if the existing file is corrupt: never overwrite it silently
             raise ResultError(f"{path} exists already; delete it first to rerun this configuration")
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(result.to_json())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        _write_atomic(path, result.to_json())
         return path
 
     def iter_results(self, experiment: str | None = None) -> Iterator[RunResult]:
-        """Every stored result (of one experiment, if given), in file-name order."""
+        """Every stored result (of one experiment, if given), in file-name order.
+
+        A result file is named ``<config hash>.json``; any other JSON in an
+        experiment's folder (a user's ``summary.json``) is skipped with a warning
+        naming it. A result file that is damaged still raises.
+        """
         if not self.root.is_dir():
             return
         folders = (
@@ -254,6 +434,10 @@ class ResultsStore:
         )
         for folder in folders:
             for path in sorted(folder.glob("*.json")):
+                if not _RESULT_NAME.fullmatch(path.name):
+                    warnings.warn(f"{path}: not a result file (results are named <16-hex config hash>.json); "
+                                  "skipped", stacklevel=2)
+                    continue
                 yield self.read(path)
 
     def checkpoint_dir(self, experiment: str, config: Mapping[str, Any]) -> Path:
@@ -263,6 +447,219 @@ class ResultsStore:
         hidden folder that git ignores; removed once the result is saved.
         """
         return self.root / ".checkpoints" / experiment / config_hash(config)
+
+    def pending_path(self, experiment: str, config: Mapping[str, Any]) -> Path:
+        """Where a trained result that could not be stored waits: ``pending.json`` beside the checkpoints."""
+        return self.checkpoint_dir(experiment, config) / PENDING_NAME
+
+
+def default_store(profile: str | None = None) -> ResultsStore:
+    """The store a run uses when none is given: ``$HACN_RESULTS``, else the committed ``results/``;
+    for the smoke profile (without ``$HACN_RESULTS``) the temporary :data:`SMOKE_STORE` instead."""
+    if not os.environ.get(RESULTS_ENV) and _is_smoke(profile):
+        return ResultsStore(SMOKE_STORE)
+    return ResultsStore()
+
+
+def _is_smoke(profile: str | None) -> bool:
+    return (profile or "").strip().lower() == "smoke"
+
+
+_unchecked_warned = False
+
+
+def verify_checksum(result: RunResult, path: str | os.PathLike[str]) -> None:
+    """Raise :class:`CorruptResultError` naming ``path`` when the metrics or curves do not match the checksum.
+
+    A file without a checksum (stored before checksums existed) passes, with one
+    warning per process.
+    """
+    global _unchecked_warned
+    if result.checksum is None:
+        if not _unchecked_warned:
+            _unchecked_warned = True
+            warnings.warn(f"{path} has no checksum (and maybe other files): its numbers cannot be verified; "
+                          "add checksums with: python tools/add_checksums.py", stacklevel=3)
+        return
+    actual = result_checksum(result.metrics, result.curves)
+    if actual != result.checksum:
+        raise CorruptResultError(
+            f"{path}: its metrics or curves do not match the checksum stored with them ({result.checksum}, "
+            f"now {actual}): the file was edited after it was stored. Restore it from git or move it aside "
+            "and run the experiment again."
+        )
+
+
+def add_checksums(root: str | os.PathLike[str]) -> list[Path]:
+    """Write the missing ``checksum`` into every result file under ``root``; return the files changed.
+
+    Nothing else of a file changes: its JSON is read, the checksum added, and
+    the text written back in the store's format (``RunResult.to_json``), which
+    is checked first to reproduce the file's old text exactly without the
+    checksum. A file that does not (hand-formatted) is left alone and reported.
+    """
+    changed = []
+    for path in sorted(Path(root).glob("*/*.json")):
+        if path.parent.name.startswith(".") or not _RESULT_NAME.fullmatch(path.name):
+            continue
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+        if data.get("checksum") is not None:
+            continue
+        ResultsStore(root).read(path, checksum=False)  # intact and filed under its own hash
+        if _result_text(data) != text:
+            raise ResultError(f"{path}: not in the store's format; add its checksum by hand or restore it from git")
+        data["checksum"] = result_checksum(data["metrics"], data.get("curves", {}))
+        _write_atomic(path, _result_text(data))
+        changed.append(path)
+    return changed
+
+
+def _result_text(data: Mapping[str, Any]) -> str:
+    """A result's file text (the format of :meth:`RunResult.to_json`)."""
+    return json.dumps(data, indent=1, sort_keys=True, allow_nan=True) + "\n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in its folder, fsync and rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ----------------------------------------------------------------------------- before and after training
+
+
+def checkpoint_estimate(store: ResultsStore, experiment: str) -> int:
+    """Bytes to ask for a checkpoint of ``experiment``: twice its largest existing checkpoint in
+    ``store`` (an atomic write holds the old and the new one), else :data:`CHECKPOINT_ESTIMATE_BYTES`."""
+    folder = store.root / ".checkpoints" / experiment
+    sizes = [p.stat().st_size for p in folder.glob("*/*.pt")] if folder.is_dir() else []
+    return 2 * max(sizes) if sizes else CHECKPOINT_ESTIMATE_BYTES
+
+
+def check_folder(folder: str | os.PathLike[str], need_bytes: int, what: str) -> None:
+    """Raise :class:`StoreNotWritableError` naming ``folder`` unless it can be created, written and has
+    ``need_bytes`` free.
+
+    Writes and removes a probe file (``os.access`` is no test: root passes it on a
+    read-only mount); the folders it had to create for that are removed again.
+    """
+    folder = Path(folder)
+    created = [p for p in (folder, *folder.parents) if not p.exists() and not p.is_symlink()]
+    try:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-")
+            os.close(fd)
+            os.unlink(probe)
+            free = shutil.disk_usage(folder).free
+        finally:
+            for path in created:  # deepest first
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+    except OSError as err:
+        raise StoreNotWritableError(
+            f"the {what} {folder} is not writable ({type(err).__name__}: {err.strerror or err}); nothing was "
+            "trained. Make it writable or choose another store (--results DIR or $HACN_RESULTS)."
+        ) from err
+    if free < need_bytes:
+        raise StoreNotWritableError(
+            f"the {what} {folder} has {free / 2**20:.1f} MiB free, and this run needs about "
+            f"{need_bytes / 2**20:.1f} MiB there; nothing was trained. Free space or choose another store "
+            "(--results DIR or $HACN_RESULTS)."
+        )
+
+
+def check_can_store(store: ResultsStore, experiment: str, config: Mapping[str, Any], profile: str | None) -> None:
+    """Before training: the run's result folder and checkpoint folder take files and have room.
+
+    Also refuses a smoke run aimed at the committed ``results/`` (smoke numbers are
+    no book results). ``config`` is the filed configuration.
+    """
+    if _is_smoke(profile) and store.root.resolve() == COMMITTED_STORE.resolve():
+        raise ResultError(
+            f"smoke runs are never stored in the committed {COMMITTED_STORE}; give another store "
+            f"(--results DIR or ${RESULTS_ENV}), or none to use {SMOKE_STORE}"
+        )
+    check_folder(store.root / experiment, RESULT_ESTIMATE_BYTES, "results folder")
+    check_folder(store.checkpoint_dir(experiment, config), checkpoint_estimate(store, experiment),
+                 "checkpoint folder")
+
+
+def stored_or_pending(store: ResultsStore, experiment: str, config: Mapping[str, Any], *,
+                      rank: int = 0) -> RunResult | None:
+    """The stored result of ``config`` (filed configuration), else its pending one, stored now; else ``None``.
+
+    A pending result is one whose training finished but whose file could not be
+    written (:class:`PendingResultError`); storing it needs no training. Under
+    torchrun only rank 0 stores it (and writes the file before removing the
+    pending one); the other ranks look at the pending file first, so every rank
+    sees the same result.
+    """
+    pending = store.pending_path(experiment, config)
+    if rank != 0:
+        if pending.is_file():
+            return _read_pending(store, pending, experiment, config)
+        return store.load(experiment, config)
+    found = store.load(experiment, config)
+    if found is not None or not pending.is_file():
+        return found
+    result = _read_pending(store, pending, experiment, config)
+    try:
+        store.save(result)
+    except OSError as err:
+        raise PendingResultError(
+            f"the trained result of {experiment} waiting in {pending} could still not be stored in "
+            f"{store.path_for(experiment, config)} ({type(err).__name__}: {err}); fix that folder and rerun",
+            pending,
+        ) from err
+    shutil.rmtree(pending.parent, ignore_errors=True)  # the stored result supersedes the checkpoints
+    return result
+
+
+def _read_pending(store: ResultsStore, pending: Path, experiment: str, config: Mapping[str, Any]) -> RunResult:
+    result = store.read(pending)
+    if result.experiment != experiment or _canonical(result.config) != _canonical(config):
+        raise ResultMismatchError(f"{pending}: holds another run ({result.experiment}, {result.config_hash})")
+    return result
+
+
+def _save_or_keep_pending(store: ResultsStore, result: RunResult) -> RunResult:
+    """``store.save(result)``; if the file system refuses, keep ``result`` as pending and raise saying where."""
+    try:
+        store.save(result)
+        return result
+    except OSError as err:
+        target = store.path_for(result.experiment, result.config)
+        pending: Path | None = store.pending_path(result.experiment, result.config)
+        try:
+            _write_atomic(pending, result.to_json())
+        except OSError:
+            pending = Path(tempfile.gettempdir()) / f"hacn-pending-{result.experiment}-{result.config_hash}.json"
+            try:
+                _write_atomic(pending, result.to_json())
+            except OSError:
+                pending = None
+        if pending is None:
+            where = "and could not be saved anywhere else either (the trained values are in this error's result)"
+        elif pending.parent == store.checkpoint_dir(result.experiment, result.config):
+            where = (f"and is kept, with the checkpoints, in {pending}. Fix the folder and run the same command "
+                     "again: it stores this result without training")
+        else:
+            where = (f"and is kept in {pending}. Fix the folder, copy that file to "
+                     f"{store.pending_path(result.experiment, result.config)} and run the same command again: "
+                     "it stores this result without training")
+        raise PendingResultError(f"the result of {result.experiment} could not be written to {target} "
+                                 f"({type(err).__name__}: {err}) {where}.", pending, result) from err
 
 
 def training_allowed(allow: bool | None = None) -> bool:
@@ -293,24 +690,43 @@ def run_or_load(
     profile: str | None = None,
     allow_train: bool | None = None,
     progress: bool = True,
+    threads: int | None = None,
 ) -> RunResult:
     """Return the stored result of ``experiment`` at ``config``, training it first if needed.
 
     ``train(config, context)`` returns a mapping with ``metrics`` (final values),
     optionally ``curves`` (per-epoch lists) and ``device`` (where it ran).
+    The run is looked up, trained and filed with torch pinned to ``threads`` CPU
+    threads (:func:`requested_threads`; the previous count is restored after it)
+    and, under torchrun, as one run of all the ranks (see the module docstring).
+    A pending result of the configuration (trained, but its file could not be
+    written) is stored without training. Before training, the folders are
+    checked (:func:`check_can_store`).
     """
-    store = store or ResultsStore()
+    with pinned_threads(requested_threads(threads)):
+        return _run_or_load(experiment, config, train, store=store or default_store(profile), profile=profile,
+                            allow_train=allow_train, progress=progress)
+
+
+def _run_or_load(experiment: str, config: Mapping[str, Any], train: TrainFn, *, store: ResultsStore,
+                 profile: str | None, allow_train: bool | None, progress: bool) -> RunResult:
+    """:func:`run_or_load` with the threads pinned."""
     config = dict(_canonical(config))
-    found = store.load(experiment, config)
+    plan = planned_execution(current_threads())
+    filed = filed_config(config, plan)
+    found = stored_or_pending(store, experiment, filed, rank=plan.rank)
     if found is not None:
         return found
     if not training_allowed(allow_train):
+        threads = f" --threads {plan.threads}" if plan.threads != DEFAULT_THREADS else ""
         raise MissingResultError(
-            f"no stored result for {experiment} (config hash {config_hash(config)}) in {store.root}, "
+            f"no stored result for {experiment} (config hash {config_hash(filed)}) in {store.root}, "
             f"and training is disabled ({ALLOW_TRAIN_ENV}=0). Produce it with: "
-            f"python -m hacn_core run {experiment} --profile {profile or 'book'}"
+            f"python -m hacn_core run {experiment} --profile {profile or 'book'}{threads}"
         )
-    context = RunContext(experiment, store.checkpoint_dir(experiment, config), progress)
+    if plan.rank == 0:  # the other ranks write nothing
+        check_can_store(store, experiment, filed, profile)
+    context = RunContext(experiment, store.checkpoint_dir(experiment, filed), progress)
     version = begin_training()
     started = time.perf_counter()
     out = train(dict(config), context)
@@ -352,6 +768,8 @@ def store_trained(
     config = dict(_canonical(config))
     if "metrics" not in out:
         raise ResultError(f"training function of {experiment} returned no 'metrics'")
+    run = current_execution()
+    config = filed_config(config, run)  # filed under how it ran: threads and world size
     provenance = {
         **version,
         "device": device_description(out.get("device")),
@@ -359,6 +777,7 @@ def store_trained(
         "wall_time_s": round(wall_s, 3),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    provenance |= run.provenance()
     if engine is not None:
         provenance["engine"] = dict(engine)
     fast_cpp = sys.modules.get("hacn_core.awnn.fast_cpp")
@@ -374,9 +793,62 @@ def store_trained(
         provenance=provenance,
         profile=profile,
     )
-    concurrent = store.load(experiment, config)
+    result.checksum = result_checksum(result.metrics, result.curves)
+    if run.world_size > 1:
+        return _store_on_rank0(store, result, run)
+    return _store_once(store, result)
+
+
+def _store_once(store: ResultsStore, result: RunResult) -> RunResult:
+    """Save ``result`` unless another process stored its configuration meanwhile (that one is kept)."""
+    concurrent = store.load(result.experiment, result.config)
     if concurrent is not None:  # another process stored this configuration while we trained
-        warnings.warn(f"{store.path_for(experiment, config)} was written by another run meanwhile; keeping it")
+        warnings.warn(f"{store.path_for(result.experiment, result.config)} was written by another run meanwhile; "
+                      "keeping it")
         return concurrent
-    store.save(result)
-    return result
+    return _save_or_keep_pending(store, result)
+
+
+def _value_digests(result: RunResult) -> dict[str, str]:
+    """SHA-256 of each metric and curve (``metrics/<name>``, ``curves/<name>``), to compare ranks."""
+    values = {f"metrics/{k}": v for k, v in result.metrics.items()} | {f"curves/{k}": v for k, v in
+                                                                       result.curves.items()}
+    return {k: hashlib.sha256(json.dumps(v, sort_keys=True, allow_nan=True).encode()).hexdigest()
+            for k, v in values.items()}
+
+
+def _store_on_rank0(store: ResultsStore, result: RunResult, run: Execution) -> RunResult:
+    """Under torchrun: rank 0 stores ``result``; every rank returns what rank 0 stored, or raises its error.
+
+    The ranks' metrics and curves are compared first. Those that differ are
+    rank-local values (e.g. a callback that evaluates with its rank's own
+    BatchNorm statistics, where ``fit`` evaluates with rank 0's): the file holds
+    rank 0's, whose metrics and curves come from one model, and names the others
+    in ``provenance["rank_dependent"]``.
+    """
+    import torch.distributed as dist
+
+    digests: list[Any] = [None] * run.world_size
+    dist.all_gather_object(digests, _value_digests(result))
+    reply: list[Any] = [None]
+    stored, error = result, None
+    if run.rank == 0:
+        keys = sorted(set().union(*digests))
+        differ = [k for k in keys if len({d.get(k) for d in digests}) > 1]
+        if differ:
+            result.provenance["rank_dependent"] = differ
+            warnings.warn(f"{result.experiment} {result.config_hash}: {', '.join(differ)} differ between the "
+                          f"{run.world_size} ranks; rank 0's are stored", stacklevel=3)
+        try:
+            stored = _store_once(store, result)
+            reply = [("stored", asdict(stored))]
+        except Exception as err:  # every rank must hear of it, or the others wait in the broadcast
+            error = err
+            reply = [("error", f"{type(err).__name__}: {err}")]
+    dist.broadcast_object_list(reply, src=0)
+    if error is not None:
+        raise error
+    kind, payload = reply[0]
+    if kind == "error":
+        raise ResultError(f"rank 0 could not store the result of {result.experiment}: {payload}")
+    return stored if run.rank == 0 else RunResult.from_dict(payload)

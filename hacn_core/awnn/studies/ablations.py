@@ -492,6 +492,7 @@ EXPERIMENT = Experiment(
     title="AWNN training stability: learned width vs batch size, starting rate and activation (Figs. 4, 10)",
     train=train_stability,
     plan=dry_run_plan,
+    distributed=False,  # the widths change during training, which DistributedDataParallel cannot follow
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": f"{SMOKE_EPOCHS} epochs per cell, 27 cells, seed 0",

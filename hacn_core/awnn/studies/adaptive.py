@@ -282,6 +282,7 @@ EXPERIMENT = Experiment(
     title="AWNN on DoubleMoon, Spiral, SpiralHard (AWNN Table 1, adaptive rows; Fig. 3)",
     train=train_adaptive_mlp,
     plan=dry_run_plan,
+    distributed=False,  # the widths change during training, which DistributedDataParallel cannot follow
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": "3 epochs, 2 seeds, 3 diagnosis runs",

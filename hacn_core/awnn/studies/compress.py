@@ -366,6 +366,7 @@ EXPERIMENT = Experiment(
     title="AWNN compression during training (annealed rate prior, Fig. 5) and after it (truncation, Fig. 6)",
     train=train_compress,
     plan=dry_run_plan,
+    distributed=False,  # the widths change during training, which DistributedDataParallel cannot follow
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": "6 epochs with the prior over epochs 2-5 (SpiralHard), 3 epochs (Spiral), seed 0",

@@ -324,6 +324,7 @@ EXPERIMENT = Experiment(
     title="SpiralHard convergence with kaiming vs kaiming+ (AWNN App. A, Fig. 7 right)",
     train=train_kaiming_plus,
     plan=dry_run_plan,
+    distributed=False,  # the widths change during training, which DistributedDataParallel cannot follow
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": f"{SMOKE_EPOCHS} epochs, 1 seed per init",

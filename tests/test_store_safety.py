@@ -1,0 +1,412 @@
+"""No stored result misstates how it was made, and no training is lost to the store.
+
+Folders are checked before training; a result that cannot be written waits as
+``pending.json`` and is stored by the next run without training; the torch
+thread count and torchrun's world size are part of the filed configuration;
+smoke runs never reach the committed ``results/``; stray JSON files are skipped;
+a checksum catches edited numbers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from hacn_core import catalog
+from hacn_core.__main__ import main
+from hacn_core.awnn.studies import tabular
+from hacn_core.engine import results as R
+from hacn_core.engine.registry import Experiment, Link, run_experiment
+from hacn_core.engine.results import (
+    CorruptResultError,
+    DistributedRunError,
+    PendingResultError,
+    ResultError,
+    ResultsStore,
+    StoreNotWritableError,
+    check_folder,
+    config_hash,
+    result_checksum,
+    run_or_load,
+    store_trained,
+)
+from hacn_core.ledger import ledger_rows
+
+HERE = Path(__file__).parent
+spec = importlib.util.spec_from_file_location("_ddp_worker", HERE / "_ddp_worker.py")
+worker = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(worker)
+
+CONFIG = {"dataset": "Spiral", "width": 16, "seed": 2}
+
+
+def _recording_train(calls):
+    """A training function that records its calls, the thread count it ran with, and writes a checkpoint."""
+
+    def train(config, context):
+        calls.append({"config": dict(config), "threads": torch.get_num_threads()})
+        context.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        (context.checkpoint_dir / "last.pt").write_bytes(b"trained state")
+        return {"metrics": {"test_acc": 0.75 + config["seed"] / 100}, "curves": {"test_acc": [0.5, 0.75]}}
+
+    return train
+
+
+def _fail_if_called(config, context):
+    raise AssertionError("trained although a result was stored or pending")
+
+
+# ----------------------------------------------------------------------------- 1. folders checked before training
+
+
+def test_check_folder_refuses_a_file_in_place_of_the_folder(tmp_path):
+    (tmp_path / "store").write_text("not a folder")
+    with pytest.raises(StoreNotWritableError, match=f"results folder {tmp_path / 'store' / 'exp'} is not writable"):
+        check_folder(tmp_path / "store" / "exp", 1, "results folder")
+
+
+def test_check_folder_refuses_a_full_disk_and_leaves_no_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(R.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 * 2**20, 10 * 2**20, 2**20))
+    with pytest.raises(StoreNotWritableError, match=r"checkpoint folder .*new/ck has 1\.0 MiB free.*16\.0 MiB"):
+        check_folder(tmp_path / "new" / "ck", 16 * 2**20, "checkpoint folder")
+    assert not (tmp_path / "new").exists()  # the folders made for the probe are gone again
+    check_folder(tmp_path / "new" / "ck", 2**19, "checkpoint folder")  # room enough: passes
+
+
+def test_checkpoint_estimate_is_twice_the_largest_existing_checkpoint(tmp_path):
+    store = ResultsStore(tmp_path)
+    assert R.checkpoint_estimate(store, "exp-a") == R.CHECKPOINT_ESTIMATE_BYTES
+    folder = store.checkpoint_dir("exp-a", {"seed": 9})
+    folder.mkdir(parents=True)
+    (folder / "last.pt").write_bytes(b"x" * 3000)
+    assert R.checkpoint_estimate(store, "exp-a") == 6000
+
+
+def test_unwritable_results_or_checkpoint_folder_is_refused_before_training(tmp_path, monkeypatch):
+    calls = []
+    (tmp_path / "exp-a").write_text("a file where the experiment's folder should be")
+    with pytest.raises(StoreNotWritableError, match="results folder .*exp-a.*nothing was trained"):
+        run_or_load("exp-a", CONFIG, _recording_train(calls), store=ResultsStore(tmp_path))
+    (tmp_path / "exp-b").mkdir()
+    (tmp_path / ".checkpoints").write_text("a file where the checkpoints go")
+    with pytest.raises(StoreNotWritableError, match=r"checkpoint folder .*\.checkpoints/exp-b"):
+        run_or_load("exp-b", CONFIG, _recording_train(calls), store=ResultsStore(tmp_path))
+    (tmp_path / ".checkpoints").unlink()
+    monkeypatch.setattr(R.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(2**30, 2**30, 2**20))
+    with pytest.raises(StoreNotWritableError, match="1.0 MiB free"):
+        run_or_load("exp-b", CONFIG, _recording_train(calls), store=ResultsStore(tmp_path))
+    assert calls == []
+
+
+READ_ONLY_RUN = """
+import sys
+from hacn_core.engine.results import ResultsStore, StoreNotWritableError, run_or_load
+def train(config, context):
+    raise AssertionError("trained")
+try:
+    run_or_load("exp-a", {"seed": 0}, train, store=ResultsStore(sys.argv[1]))
+except StoreNotWritableError as err:
+    print("REFUSED:", err)
+"""
+
+
+def test_read_only_store_is_refused_before_training(tmp_path):
+    """A real read-only folder: chmod for a normal user; for root (whom chmod does not stop) a
+    read-only bind mount in a private mount namespace."""
+    store = tmp_path / "store"
+    store.mkdir()
+    script = tmp_path / "run.py"
+    script.write_text(READ_ONLY_RUN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    store.chmod(0o555)
+    try:
+        if not os.access(store, os.W_OK):
+            cmd = [sys.executable, str(script), str(store)]
+        elif shutil.which("unshare") and shutil.which("mount"):
+            inner = f"mount --bind -o ro {store} {store} && exec {sys.executable} {script} {store}"
+            cmd = ["unshare", "--mount", "sh", "-c", inner]
+        else:
+            pytest.skip("running as root without unshare/mount: no way to make a folder read-only")
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        store.chmod(0o755)
+    if "REFUSED:" not in proc.stdout and "mount" in proc.stderr:
+        pytest.skip(f"no read-only bind mount here: {proc.stderr.strip()[-200:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"results folder {store / 'exp-a'} is not writable" in proc.stdout
+    assert "Read-only file system" in proc.stdout or "Permission denied" in proc.stdout
+    assert list(store.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- 1. a failed final write
+
+
+def test_a_failed_final_write_keeps_the_result_pending_and_the_rerun_stores_it(tmp_path):
+    store, calls = ResultsStore(tmp_path), []
+    folder = tmp_path / "exp-a"
+    train = _recording_train(calls)
+
+    def train_then_lose_the_folder(config, context):
+        out = train(config, context)
+        folder.write_text("the results folder became a file while training")  # e.g. a full or unmounted disk
+        return out
+
+    with pytest.raises(PendingResultError, match="run the same command again") as info:
+        run_or_load("exp-a", CONFIG, train_then_lose_the_folder, store=store, profile="book")
+    pending = store.pending_path("exp-a", CONFIG)
+    assert info.value.pending == pending and pending.is_file() and str(pending) in str(info.value)
+    assert (pending.parent / "last.pt").read_bytes() == b"trained state"  # the checkpoint is kept
+    assert len(calls) == 1
+
+    with pytest.raises(PendingResultError, match="could still not be stored"):  # folder still broken
+        run_or_load("exp-a", CONFIG, _fail_if_called, store=store)
+    folder.unlink()
+    result = run_or_load("exp-a", CONFIG, _fail_if_called, store=store)  # stored without training
+    assert result.metrics == {"test_acc": 0.77} and result.profile == "book"
+    assert store.load("exp-a", CONFIG).metrics == result.metrics
+    assert not pending.parent.exists()  # the stored result supersedes the checkpoints
+    assert run_or_load("exp-a", CONFIG, _fail_if_called, store=store).metrics == result.metrics
+
+
+def test_an_edited_pending_result_is_refused(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path)
+    monkeypatch.setattr(ResultsStore, "save", lambda self, result: (_ for _ in ()).throw(OSError(28, "No space")))
+    with pytest.raises(PendingResultError, match="No space"):
+        run_or_load("exp-a", CONFIG, _recording_train([]), store=store)
+    monkeypatch.undo()
+    pending = store.pending_path("exp-a", CONFIG)
+    data = json.loads(pending.read_text())
+    data["metrics"]["test_acc"] = 0.99
+    pending.write_text(json.dumps(data))
+    with pytest.raises(CorruptResultError, match="pending.json: its metrics or curves do not match"):
+        run_or_load("exp-a", CONFIG, _fail_if_called, store=store)
+
+
+# ----------------------------------------------------------------------------- 2. threads
+
+
+def test_threads_are_pinned_recorded_and_part_of_the_hash(tmp_path, monkeypatch):
+    store, calls = ResultsStore(tmp_path), []
+    before = torch.get_num_threads()
+    one = run_or_load("exp-a", CONFIG, _recording_train(calls), store=store)
+    two = run_or_load("exp-a", CONFIG, _recording_train(calls), store=store, threads=2)
+    assert [c["threads"] for c in calls] == [1, 2]  # each trained with its count pinned
+    assert torch.get_num_threads() == before  # and the previous count is back
+    assert all(c["config"] == CONFIG for c in calls)  # the study's configuration, without the key
+    assert one.config == CONFIG and one.config_hash == config_hash(CONFIG)  # one thread: the hash of old
+    assert two.config == {**CONFIG, "threads": 2} and two.config_hash != one.config_hash
+    assert one.provenance["threads"] == 1 and two.provenance["threads"] == 2
+    assert "2 torch threads" in two.provenance["device"] and two.provenance["world_size"] == 1
+    assert R.study_config(two.config) == CONFIG
+    monkeypatch.setenv("HACN_THREADS", "2")  # the environment variable asks for the same
+    assert run_or_load("exp-a", CONFIG, _fail_if_called, store=store).config_hash == two.config_hash
+    monkeypatch.setenv("HACN_THREADS", "two")
+    with pytest.raises(ValueError, match=r"\$HACN_THREADS='two' is not an integer"):
+        run_or_load("exp-a", CONFIG, _fail_if_called, store=store)
+    with pytest.raises(ValueError, match="threads=0 is not allowed; allowed: a positive integer"):
+        run_or_load("exp-a", CONFIG, _fail_if_called, store=store, threads=0)
+
+
+def test_store_trained_files_a_run_under_the_threads_it_ran_with(tmp_path):
+    store, before = ResultsStore(tmp_path), torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        stored = store_trained("exp-a", CONFIG, {"metrics": {"acc": 1.0}}, store=store, profile=None,
+                               version=R.code_version(), wall_s=0.0)
+    finally:
+        torch.set_num_threads(before)
+    assert stored.config["threads"] == 3 and stored.provenance["threads"] == 3
+
+
+def test_a_configuration_key_named_like_an_execution_key_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"\['threads'\] are reserved"):
+        run_or_load("exp-a", {**CONFIG, "threads": 4}, _fail_if_called, store=ResultsStore(tmp_path))
+
+
+def test_the_cli_takes_threads(tmp_path, monkeypatch, capsys):
+    calls = []
+    experiment = Experiment(id="toy-store", title="toy", train=_recording_train(calls),
+                            configs={"book": lambda: [CONFIG]}, setting={"book": "toy"})
+    monkeypatch.setitem(catalog.EXPERIMENTS, experiment.id, experiment)
+    assert main(["run", "toy-store", "--profile", "book", "--results", str(tmp_path), "--threads", "2"]) == 0
+    assert calls[0]["threads"] == 2
+    assert capsys.readouterr().out.startswith(config_hash({**CONFIG, "threads": 2}))
+
+
+# ----------------------------------------------------------------------------- 3. distributed
+
+
+def test_two_torchrun_ranks_store_one_self_consistent_result(tmp_path):
+    """The CLI under torchrun: the ranks train one model through fit; rank 0 alone writes."""
+    store = tmp_path / "store"
+    where = ["--where", "dataset=DoubleMoon", "seed=0"]
+    proc = worker.torchrun(["-m", "hacn_core", "run", "awnn-tabular-fixed", "--profile", "smoke",
+                            "--results", str(store), *where])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    files = sorted(store.glob("*/*.json"))
+    assert len(files) == 1
+    stored = ResultsStore(store).read(files[0])  # checksum verified
+    assert stored.config["world_size"] == 2 and "threads" not in stored.config
+    assert stored.provenance["world_size"] == 2 and stored.provenance["backend"] == "gloo"
+    assert "rank_dependent" not in stored.provenance
+    assert stored.metrics["final_test_acc"] == stored.curves["test_acc"][-1]
+    best = stored.metrics["best_epoch"]
+    assert stored.metrics["test_acc"] == stored.curves["test_acc"][stored.curves["record_epoch"].index(best)]
+    assert proc.stdout.count(f"{stored.config_hash} seed=0") == 1  # printed once, by rank 0
+    assert not any(p.is_file() for p in (store / ".checkpoints").rglob("*"))
+
+    single = ResultsStore(tmp_path / "single")  # the same configuration in one process
+    config = R.study_config(stored.config)
+    one = run_or_load(tabular.EXPERIMENT_ID, config, tabular.train_fixed_mlp, store=single, progress=False)
+    assert one.config_hash == config_hash(config) != stored.config_hash
+    assert one.metrics == stored.metrics  # fit's sharded gradient is the one-process gradient
+    assert one.curves["train_loss"] == pytest.approx(stored.curves["train_loss"], rel=1e-5)
+
+
+def test_what_ranks_cannot_share_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    store = ResultsStore(tmp_path)
+    with pytest.raises(DistributedRunError, match="exact-checks trains no model through"):
+        run_experiment(catalog.get("exact-checks"), "smoke", store=store)
+    with pytest.raises(DistributedRunError, match="stacked engine trains in one process"):
+        run_experiment(catalog.get("gates-mnist"), "smoke", store=store, stacked=True)
+    fixed_shape = Experiment(id="toy-awnn", title="toy", train=_fail_if_called, configs={"smoke": lambda: [CONFIG]},
+                             setting={"smoke": "toy"}, plan=lambda c: [], distributed=False)
+    with pytest.raises(DistributedRunError, match="change shape while training"):
+        run_experiment(fixed_shape, "smoke", store=store)
+    # a train function that never joined a process group: every rank trained alone; nothing is stored
+    assert not (dist.is_available() and dist.is_initialized())
+    with pytest.raises(DistributedRunError, match="does not train through hacn_core.engine.training.fit"):
+        run_or_load("exp-a", CONFIG, _recording_train([]), store=store)
+    assert list(store.iter_results()) == []
+
+
+def test_the_ledger_counts_a_setting_once_whatever_threads_or_ranks_ran_it(tmp_path, monkeypatch):
+    item = "awnn/table1/spiral-fixed-accuracy"  # paper: 99.5
+    experiment = Experiment(
+        id="toy-ledger", title="toy", train=lambda c, ctx: {"metrics": {"test_acc": c["acc"]}},
+        configs={"paper": lambda: [{"acc": 0.995, "seed": 0}, {"acc": 0.993, "seed": 1}]},
+        setting={"paper": "the paper's"}, links=(Link(item, "test_acc", scale=100.0, tolerance=0.3),))
+    monkeypatch.setitem(catalog.EXPERIMENTS, experiment.id, experiment)
+    store = ResultsStore(tmp_path)
+    run_experiment(experiment, "paper", store=store, where={"seed": 0}, threads=2)
+    row = next(r for r in ledger_rows(store) if r.item.id == item)
+    assert row.status == "reproduced" and row.values == (99.5,)  # the paper's setting on two threads
+    assert row.setting == "paper setting (the paper's); 1 of its 2 runs stored"
+    run_experiment(experiment, "paper", store=store)  # both seeds on one thread
+    row = next(r for r in ledger_rows(store) if r.item.id == item)
+    assert row.seeds == (0, 1) and row.values == (99.5, 99.3)  # seed 0 counted once
+
+
+# ----------------------------------------------------------------------------- 4. smoke runs
+
+
+def test_smoke_runs_never_write_into_the_committed_store(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("HACN_RESULTS")
+    monkeypatch.setattr(R, "SMOKE_STORE", tmp_path / "smoke")
+    assert R.default_store("smoke").root == tmp_path / "smoke"
+    assert R.default_store("book").root == R.COMMITTED_STORE
+    calls = []
+    with pytest.raises(ResultError, match="smoke runs are never stored in the committed"):
+        run_or_load("exp-a", CONFIG, _recording_train(calls), store=ResultsStore(R.COMMITTED_STORE), profile="smoke")
+    assert calls == []
+    experiment = Experiment(id="toy-store", title="toy", train=_recording_train(calls),
+                            configs={"smoke": lambda: [CONFIG]}, setting={"smoke": "toy"})
+    monkeypatch.setitem(catalog.EXPERIMENTS, experiment.id, experiment)
+    assert main(["run", "toy-store", "--profile", "smoke"]) == 0
+    assert f"smoke profile: results go to {tmp_path / 'smoke'}" in capsys.readouterr().out
+    assert [p.name for p in (tmp_path / "smoke" / "toy-store").iterdir()] == [f"{config_hash(CONFIG)}.json"]
+    assert not (R.COMMITTED_STORE / "toy-store").exists()
+
+
+# ----------------------------------------------------------------------------- 5. stray files
+
+
+def test_the_ledger_skips_a_stray_json_with_a_warning(tmp_path):
+    store = ResultsStore(tmp_path)
+    run_or_load("exp-a", CONFIG, _recording_train([]), store=store)
+    (tmp_path / "exp-a" / "summary.json").write_text(json.dumps({"mean": 0.75}))
+    (tmp_path / "awnn-tabular-fixed").mkdir()
+    (tmp_path / "awnn-tabular-fixed" / "notes.json").write_text("my notes, not JSON")
+    with pytest.warns(UserWarning, match="summary.json: not a result file"):
+        assert [r.experiment for r in store.iter_results("exp-a")] == ["exp-a"]
+    with pytest.warns(UserWarning, match="notes.json: not a result file"):
+        rows = ledger_rows(store)
+    assert {row.status for row in rows} == {"not run"}
+    (tmp_path / "exp-a" / "0123456789abcdef.json").write_text('{"experiment": ')  # a damaged result still raises
+    with pytest.raises(CorruptResultError, match="0123456789abcdef.json: cannot be read"):
+        list(store.iter_results("exp-a"))
+
+
+# ----------------------------------------------------------------------------- 6. checksums
+
+
+@pytest.mark.parametrize("part", ["metrics", "curves"])
+def test_an_edited_number_is_reported_as_corrupt(tmp_path, part):
+    store = ResultsStore(tmp_path)
+    stored = run_or_load("exp-a", CONFIG, _recording_train([]), store=store)
+    assert stored.checksum == result_checksum(stored.metrics, stored.curves)
+    path = store.path_for("exp-a", CONFIG)
+    data = json.loads(path.read_text())
+    data[part]["test_acc"] = 0.99 if part == "metrics" else [0.5, 0.99]
+    path.write_text(json.dumps(data, indent=1))
+    with pytest.raises(CorruptResultError, match=f"{path}: its metrics or curves do not match the checksum"):
+        run_or_load("exp-a", CONFIG, _fail_if_called, store=store)
+
+
+def test_files_without_a_checksum_load_with_one_warning(tmp_path, monkeypatch):
+    monkeypatch.setattr(R, "_unchecked_warned", False)
+    store = ResultsStore(tmp_path)
+    for seed in (1, 2):
+        run_or_load("exp-a", {**CONFIG, "seed": seed}, _recording_train([]), store=store)
+    texts = {}
+    for path in sorted((tmp_path / "exp-a").glob("*.json")):  # as stored before checksums existed
+        data = json.loads(path.read_text())
+        del data["checksum"]
+        texts[path] = R._result_text(data)
+        path.write_text(texts[path])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert len(list(store.iter_results())) == 2
+    assert [str(w.message) for w in caught if "no checksum" in str(w.message)] == [
+        f"{sorted(texts)[0]} has no checksum (and maybe other files): its numbers cannot be verified; "
+        "add checksums with: python tools/add_checksums.py"]
+    # the maintenance command adds the checksum and changes nothing else
+    assert R.add_checksums(tmp_path) == sorted(texts)
+    for path, old in texts.items():
+        new = path.read_text().splitlines()
+        added = [line for line in new if line.startswith(' "checksum": "sha256:')]
+        assert len(added) == 1 and [line for line in new if line not in added] == old.splitlines()
+        store.read(path)
+    assert R.add_checksums(tmp_path) == []
+
+
+def test_every_committed_result_carries_a_checksum_that_verifies():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no stray file, no file without a checksum
+        stored = list(ResultsStore(R.COMMITTED_STORE).iter_results())
+    assert len(stored) > 500 and all(r.checksum and r.checksum.startswith("sha256:") for r in stored)
+    # every committed run was made with one torch thread in one process: it keeps its hash
+    assert all(re.search(r", 1 torch threads\)$", r.provenance["device"]) for r in stored)
+    assert not any(set(R.EXECUTION_KEYS) & set(r.config) for r in stored)
+
+
+def test_the_checksum_survives_a_round_trip_with_nan_and_nested_curves():
+    metrics = {"loss": float("nan"), "acc": 0.1 + 0.2, "n": 3}
+    curves = {"width/1": [[1, 2], [3]], "loss": [float("inf"), -0.0]}
+    text = json.dumps({"metrics": metrics, "curves": curves}, indent=1, allow_nan=True)
+    again = json.loads(text)
+    assert result_checksum(again["metrics"], again["curves"]) == result_checksum(metrics, curves)
+    assert result_checksum({**metrics, "acc": 0.3}, curves) != result_checksum(metrics, curves)
