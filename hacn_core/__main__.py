@@ -5,6 +5,7 @@
     python -m hacn_core run awnn-tabular-fixed --profile smoke --where dataset=Spiral
     python -m hacn_core run gates-mnist --profile paper --where depth=50 --stacked
     python -m hacn_core run gates-cifar --profile paper --dry-run   # cost of a profile, trains nothing
+    python -m hacn_core run gates-mnist --profile book --checkpoint-every 5m     # or 500steps, 60s
     python -m hacn_core ledger                    # the reproduction ledger (text)
     python -m hacn_core ledger --format csv > ledger.csv            # or json: for pandas and scripts
     python -m hacn_core fetch MNIST               # download a dataset into the data root
@@ -19,6 +20,11 @@ at, scaled linearly), the optimizer steps of the schedule (epochs x steps per
 epoch) and an estimate of GPU-hours on an assumption it prints
 (``hacn_core.engine.dry_run``). Experiments that train no model say so.
 
+``run`` checkpoints every epoch or every 60 s, whichever comes first (about 1% of
+the time at most); ``--checkpoint-every`` (``60s``, ``5m``, ``500steps`` or ``500``; it sets
+``$HACN_CHECKPOINT_EVERY``) picks another cadence. Ctrl-C (SIGINT) or SIGTERM saves a
+checkpoint, prints one line and exits with 130 / 143; the same command resumes.
+
 ``ledger --format csv`` / ``--format json`` print one row per paper item with the
 columns id, paper, item, quantity, paper value, paper std, our mean, our std (sample
 standard deviation over the stored runs), seeds (the number of runs), setting,
@@ -30,9 +36,11 @@ another store.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hacn_core.engine.profiles import PROFILES, current_profile
@@ -68,6 +76,45 @@ def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any]) -> int
     return 0
 
 
+def _use_checkpoint_every(value: str | None) -> bool:
+    """``run --checkpoint-every``: set ``$HACN_CHECKPOINT_EVERY`` (read by every ``fit`` of this process).
+    A bad flag or variable prints one line and returns False, before anything trains."""
+    from hacn_core.engine.training import CHECKPOINT_EVERY_ENV, TrainConfigError, checkpoint_cadence
+
+    try:
+        if value is not None:
+            checkpoint_cadence(None, {CHECKPOINT_EVERY_ENV: value}, name="--checkpoint-every")
+            os.environ[CHECKPOINT_EVERY_ENV] = value
+        checkpoint_cadence(None)
+    except TrainConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return False
+    return True
+
+
+def _exits_cleanly(command: Callable[[Sequence[str] | None], int]) -> Callable[[Sequence[str] | None], int]:
+    """A run stopped by SIGINT / SIGTERM (``TrainingInterrupted``: its checkpoint is saved) or a damaged
+    checkpoint (``CorruptCheckpointError``) ends with its one-line message on stderr and its exit code
+    (130 / 143, 1), without a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(argv: Sequence[str] | None = None) -> int:
+        try:
+            return command(argv)
+        except BaseException as err:
+            training = sys.modules.get("hacn_core.engine.training")  # imported by whatever raised these
+            if training is not None and isinstance(err, training.TrainingInterrupted):
+                print(err, file=sys.stderr)
+                return err.exit_code
+            if training is not None and isinstance(err, training.CorruptCheckpointError):
+                print(f"error: {err}", file=sys.stderr)
+                return 1
+            raise
+
+    return wrapper
+
+
+@_exits_cleanly
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hacn_core", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--dry-run", action="store_true",
                        help="train nothing: build each distinct model, take one training step on the CPU and print "
                             "parameters, FLOPs per step, optimizer steps and estimated GPU-hours")
+    run_p.add_argument("--checkpoint-every", default=None, metavar="EVERY",
+                       help="checkpoint every 60s, 5m or 500steps (sets $HACN_CHECKPOINT_EVERY; "
+                            "default: every epoch or 60 s, whichever comes first)")
     ledger_p = sub.add_parser("ledger", help="print the reproduction ledger")
     ledger_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
     ledger_p.add_argument("--format", default="text", choices=("text", "csv", "json"),
@@ -112,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if args.dry_run:
             return _dry_run(experiment, profile, _parse_where(args.where))
+        if not _use_checkpoint_every(args.checkpoint_every):
+            return 2
         results = run_experiment(experiment, profile, store=ResultsStore(args.results),
                                  where=_parse_where(args.where), stacked=args.stacked)
         for result in results:
