@@ -10,7 +10,23 @@ make any per-step overhead visible.
 GPU section (skipped without CUDA): samples/s of a small conv net with bf16
 autocast and ``torch.compile`` on and off, plus the same bare-vs-trainer ratio.
 
+``--checkpoint-cost`` (instead of the above): what the default checkpoint cadence
+(every epoch or every 60 s, about 1% of the time at most) costs in real book-profile
+trainings on one CPU thread: the AWNN fixed-width MLP on Spiral (1000 epochs of 14
+steps, the worst case: epochs of milliseconds) and DoubleMoon (500 epochs), and
+with ``--mnist`` a residual-gates MNIST network (plain, d = 2, the book's 20
+epochs). Each run trains through its study's train function into a fresh
+checkpoint folder (after an untimed one-epoch warm-up), once with the default
+cadence and once with only the final checkpoint (``$HACN_CHECKPOINT_EVERY`` = 10^9
+steps), interleaved; it prints the wall-clock medians side by side, their ratio
+(and that of process CPU times, less disturbed by other jobs), and the share of
+the default run's wall time spent inside ``save_training_checkpoint`` (the direct,
+least noisy measure, fsync included; the checkpoint of a finished run is counted;
+the rest of a checkpoint, gathering the random states and state dicts, adds about
+a tenth to it).
+
     python benchmarks/bench_trainer.py [--quick]
+    python benchmarks/bench_trainer.py --checkpoint-cost [--repeats 3] [--mnist]
 """
 
 from __future__ import annotations
@@ -30,7 +46,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from hacn_core.engine.training import TrainConfig, epoch_permutation, fit  # noqa: E402
+import hacn_core.engine.training as training  # noqa: E402
+from hacn_core.engine.training import CHECKPOINT_EVERY_ENV, TrainConfig, epoch_permutation, fit  # noqa: E402
 
 
 def mlp(d_in: int, width: int, depth: int, classes: int = 10) -> nn.Sequential:
@@ -140,12 +157,90 @@ def gpu_section(quick: bool, dev: torch.device, compile_modes: tuple[bool, ...] 
                  torch.randn(8192, 784, device=dev), torch.randint(0, 10, (8192,), device=dev), 2, 128, reps)
 
 
+def checkpoint_cost(repeats: int, with_mnist: bool) -> None:
+    """The default cadence against only the final checkpoint, in real book-profile runs (see the module doc)."""
+    import tempfile
+
+    from hacn_core.awnn.studies import tabular
+    from hacn_core.engine.results import RunContext
+
+    inside: list[float] = []  # seconds spent in each checkpoint write of the current run
+    real_save = training.save_training_checkpoint
+
+    def timed_save(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return real_save(*args, **kwargs)
+        finally:
+            inside.append(time.perf_counter() - t0)
+
+    training.save_training_checkpoint = timed_save
+    from hacn_core.engine.data import SYNTHETIC
+
+    def tabular_run(dataset: str):
+        config = tabular.fixed_config(dataset, 0)
+        steps = training.steps_per_epoch(SYNTHETIC[dataset].split[0], config["batch_size"])
+        name = f"awnn-tabular-fixed {dataset}, {config['epochs']} epochs x {steps} steps"
+        return name, tabular.train_fixed_mlp, config
+
+    runs = [tabular_run("Spiral"), tabular_run("DoubleMoon")]
+    if with_mnist:
+        from hacn_core.gates.studies import mnist
+
+        config = mnist.make_config("plain", 2, 0, epochs=mnist.BOOK_EPOCHS)
+        steps = training.steps_per_epoch(60000, config["batch_size"])
+        runs.append((f"gates-mnist plain d=2, {config['epochs']} epochs x {steps} steps", mnist.train_gates_mnist,
+                     config))
+    print(f"CPU, {torch.get_num_threads()} thread(s); wall-clock medians of {repeats} interleaved repeats")
+    worst = 0.0
+    for name, train, config in runs:
+        with tempfile.TemporaryDirectory() as folder:  # warm-up: data loading, lazy imports, allocator
+            train(dict(config, epochs=1), RunContext("bench", Path(folder) / "ck", False))
+        walls: dict[str, list[float]] = {"default": [], "final only": []}
+        cpus: dict[str, list[float]] = {"default": [], "final only": []}
+        shares, counts = [], []
+        for r in range(repeats):
+            for which in (("default", "final only") if r % 2 == 0 else ("final only", "default")):
+                if which == "default":
+                    os.environ.pop(CHECKPOINT_EVERY_ENV, None)
+                else:
+                    os.environ[CHECKPOINT_EVERY_ENV] = f"{10**9}steps"
+                inside.clear()
+                with tempfile.TemporaryDirectory() as folder:
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    train(dict(config), RunContext("bench", Path(folder) / "ck", False))
+                    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                walls[which].append(wall)
+                cpus[which].append(cpu)
+                if which == "default":
+                    shares.append(sum(inside) / wall)
+                    counts.append(len(inside))
+        os.environ.pop(CHECKPOINT_EVERY_ENV, None)
+        md, mf = statistics.median(walls["default"]), statistics.median(walls["final only"])
+        cpu_ratio = statistics.median(cpus["default"]) / statistics.median(cpus["final only"])
+        share = statistics.median(shares)
+        worst = max(worst, share)
+        print(f"{name}\n    default cadence {md:7.2f} s ({statistics.median(counts):.0f} checkpoints, "
+              f"{share:.2%} of it writing them)   final checkpoint only {mf:7.2f} s   ratio {md / mf:.4f} "
+              f"(CPU time: {cpu_ratio:.4f})")
+    training.save_training_checkpoint = real_save
+    print(f"largest share of the wall time spent writing checkpoints: {worst:.2%} (target < 2%)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (under ~30 s on a 2-core CPU)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: stable timings)")
+    parser.add_argument("--checkpoint-cost", action="store_true",
+                        help="only the cost of the default checkpoint cadence in book-profile runs")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of --checkpoint-cost (default 3)")
+    parser.add_argument("--mnist", action="store_true",
+                        help="--checkpoint-cost also on a residual-gates MNIST run (a few minutes; needs MNIST)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.checkpoint_cost:
+        checkpoint_cost(args.repeats, args.mnist)
+        return
     n = 4096 if args.quick else 16384
     repeats = 15 if args.quick else 41  # many short interleaved runs: a shared machine is noisy
     g = torch.Generator().manual_seed(0)

@@ -6,6 +6,7 @@
     python -m hacn_core run gates-mnist --profile paper --where depth=50 --stacked
     torchrun --nproc_per_node 2 -m hacn_core run gates-mnist --profile book   # ranks train each run together
     python -m hacn_core run gates-cifar --profile paper --dry-run   # cost of a profile, trains nothing
+    python -m hacn_core run gates-mnist --profile book --checkpoint-every 5m     # or 500steps, 60s
     python -m hacn_core ledger                    # the reproduction ledger (text)
     python -m hacn_core ledger --format csv > ledger.csv            # or json: for pandas and scripts
     python -m hacn_core fetch MNIST               # download a dataset into the data root
@@ -31,6 +32,11 @@ nothing, a stored result that is missing while training is disabled) prints one
 ``error: ...`` message to stderr and exits with status 2; ``--debug`` shows the
 traceback instead. Any other exception shows its traceback as usual.
 
+``run`` checkpoints every epoch or every 60 s, whichever comes first (about 1% of
+the time at most); ``--checkpoint-every`` (``60s``, ``5m``, ``500steps`` or ``500``; it sets
+``$HACN_CHECKPOINT_EVERY``) picks another cadence. Ctrl-C (SIGINT) or SIGTERM saves a
+checkpoint, prints one line and exits with 130 / 143; the same command resumes.
+
 ``ledger --format csv`` / ``--format json`` print one row per paper item with the
 columns id, paper, item, quantity, paper value, paper std, our mean, our std (sample
 standard deviation over the stored runs), seeds (the number of runs), setting,
@@ -42,9 +48,11 @@ another store.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hacn_core.engine.profiles import PROFILES, ProfileError, current_profile
@@ -117,6 +125,45 @@ def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any]) -> int
 DEBUG_HELP = "on bad input, show the traceback instead of the one-line error"
 
 
+def _use_checkpoint_every(value: str | None) -> bool:
+    """``run --checkpoint-every``: set ``$HACN_CHECKPOINT_EVERY`` (read by every ``fit`` of this process).
+    A bad flag or variable prints one line and returns False, before anything trains."""
+    from hacn_core.engine.training import CHECKPOINT_EVERY_ENV, TrainConfigError, checkpoint_cadence
+
+    try:
+        if value is not None:
+            checkpoint_cadence(None, {CHECKPOINT_EVERY_ENV: value}, name="--checkpoint-every")
+            os.environ[CHECKPOINT_EVERY_ENV] = value
+        checkpoint_cadence(None)
+    except TrainConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return False
+    return True
+
+
+def _exits_cleanly(command: Callable[[Sequence[str] | None], int]) -> Callable[[Sequence[str] | None], int]:
+    """A run stopped by SIGINT / SIGTERM (``TrainingInterrupted``: its checkpoint is saved) or a damaged
+    checkpoint (``CorruptCheckpointError``) ends with its one-line message on stderr and its exit code
+    (130 / 143, 1), without a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(argv: Sequence[str] | None = None) -> int:
+        try:
+            return command(argv)
+        except BaseException as err:
+            training = sys.modules.get("hacn_core.engine.training")  # imported by whatever raised these
+            if training is not None and isinstance(err, training.TrainingInterrupted):
+                print(err, file=sys.stderr)
+                return err.exit_code
+            if training is not None and isinstance(err, training.CorruptCheckpointError):
+                print(f"error: {err}", file=sys.stderr)
+                return 1
+            raise
+
+    return wrapper
+
+
+@_exits_cleanly
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hacn_core", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--dry-run", action="store_true",
                        help="train nothing: build each distinct model, take one training step on the CPU and print "
                             "parameters, FLOPs per step, optimizer steps and estimated GPU-hours")
+    run_p.add_argument("--checkpoint-every", default=None, metavar="EVERY",
+                       help="checkpoint every 60s, 5m or 500steps (sets $HACN_CHECKPOINT_EVERY; "
+                            "default: every epoch or 60 s, whichever comes first)")
     ledger_p = sub.add_parser("ledger", help="print the reproduction ledger", parents=[debug])
     ledger_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
     ledger_p.add_argument("--format", default="text", choices=("text", "csv", "json"),
@@ -179,6 +229,8 @@ def _command(args: argparse.Namespace) -> int:
         where = _selection(experiment, profile, args.where)
         if args.dry_run:
             return _dry_run(experiment, profile, where)
+        if not _use_checkpoint_every(args.checkpoint_every):
+            return 2
         store = ResultsStore(args.results) if args.results else default_store(profile)
         rank0 = launched_world()[1] == 0  # under torchrun every rank returns rank 0's results: print them once
         if store.root == SMOKE_STORE and rank0:

@@ -32,6 +32,12 @@ from hacn_core.engine.training import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _default_checkpoint_cadence(monkeypatch):
+    """These tests count checkpoints of the default cadence: a user's own $HACN_CHECKPOINT_EVERY must not apply."""
+    monkeypatch.delenv(training.CHECKPOINT_EVERY_ENV, raising=False)
+
+
 def make_data(n: int = 100, d: int = 6, classes: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(n, d, generator=g)

@@ -5,12 +5,19 @@ and distributed settings of one run; a bad value raises :class:`TrainConfigError
 naming the field and its allowed values. :func:`optimizer_for` and
 :func:`schedule_for` turn a config into the plain arguments of
 :mod:`hacn_core.engine.optim`, which itself knows nothing of configs.
+
+How often a run checkpoints is the user's choice, not the experiment's: the
+environment variable ``$HACN_CHECKPOINT_EVERY`` (set by ``python -m hacn_core
+run --checkpoint-every``) read by :func:`checkpoint_cadence` overrides the
+config's ``checkpoint_every_*`` fields (which are resume-free: they never enter
+a stored result's configuration).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +40,11 @@ from hacn_core.engine.optim import (
 from hacn_core.engine.roles import ROLES
 
 PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16")
+CHECKPOINT_EVERY_ENV = "HACN_CHECKPOINT_EVERY"
+CHECKPOINT_EVERY_FORMS = ("<S>s (seconds, e.g. 60s), <M>m (minutes, e.g. 5m), "
+                          "<N>steps or <N> (optimizer steps, e.g. 500steps)")
+DEFAULT_CHECKPOINT_SECONDS = 60.0  # the default cadence: every epoch or every minute, whichever comes first
+CHECKPOINT_BUDGET = 0.01  # the default cadence spends about this fraction of the wall time on checkpoints, at most
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")  # what ``device`` may name
 
 
@@ -76,7 +88,10 @@ class TrainConfig:
     ``record_every_steps`` set how often parameters and callback values are
     recorded; ``sync_every`` is how many steps the losses stay on an accelerator
     before being read (0 = auto: 1 on CPU, 32 otherwise); ``tf32`` allows
-    TensorFloat-32 matmuls on CUDA.
+    TensorFloat-32 matmuls on CUDA; ``checkpoint_every_steps`` /
+    ``checkpoint_every_minutes`` add exact checkpoint triggers to the default
+    cadence, and ``$HACN_CHECKPOINT_EVERY`` replaces them all
+    (:func:`checkpoint_cadence`).
     """
 
     epochs: int
@@ -265,3 +280,58 @@ def schedule_for(config: TrainConfig, steps_per_epoch: int) -> LRSchedule:
         plateau_patience=config.plateau_patience,
         plateau_mode=config.plateau_mode,
     )
+
+
+# ----------------------------------------------------------------------------- checkpoint cadence
+
+
+@dataclass(frozen=True)
+class CheckpointCadence:
+    """When :func:`hacn_core.engine.training.fit` writes ``last.pt`` (besides once at the end).
+
+    A checkpoint is written after optimizer step ``s`` when ``steps`` divides
+    ``s``, or once ``seconds`` have passed since the last one. ``default`` adds
+    the default cadence: at the end of every epoch or after
+    :data:`DEFAULT_CHECKPOINT_SECONDS`, whichever comes first, but never sooner
+    after the last checkpoint than ``1 / CHECKPOINT_BUDGET`` times what that one
+    took to write (so that saving costs about :data:`CHECKPOINT_BUDGET` of the
+    wall time at most, even when epochs last milliseconds).
+    """
+
+    steps: int | None = None
+    seconds: float | None = None
+    default: bool = False
+
+
+_CADENCE = re.compile(r"^\s*(?P<n>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>s|m|steps?|)\s*$")
+
+
+def parse_checkpoint_every(text: str, name: str = CHECKPOINT_EVERY_ENV) -> CheckpointCadence:
+    """The cadence a user wrote: ``60s`` / ``1.5s`` (seconds), ``5m`` (minutes), ``500steps`` or ``500``
+    (optimizer steps). ``name`` (the variable or flag it came from) goes into the error."""
+    match = _CADENCE.match(text) if isinstance(text, str) else None
+    if match is None or float(match["n"]) <= 0:
+        invalid(name, text, CHECKPOINT_EVERY_FORMS)
+    number, unit = match["n"], match["unit"]  # type: ignore[index]
+    if unit in ("", "step", "steps"):
+        if not number.isdigit():
+            invalid(name, text, f"a whole number of steps; {CHECKPOINT_EVERY_FORMS}")
+        return CheckpointCadence(steps=int(number))
+    return CheckpointCadence(seconds=float(number) * (60.0 if unit == "m" else 1.0))
+
+
+def checkpoint_cadence(config: TrainConfig | None, environ: Mapping[str, str] | None = None,
+                       name: str = CHECKPOINT_EVERY_ENV) -> CheckpointCadence:
+    """The cadence a run of ``config`` uses: ``$HACN_CHECKPOINT_EVERY`` when set (it replaces everything
+    else); otherwise the default cadence plus the config's ``checkpoint_every_steps`` /
+    ``checkpoint_every_minutes`` where set (exact triggers, no budget). ``environ`` defaults to
+    ``os.environ``; a bad value raises :class:`TrainConfigError` naming ``name`` (the variable, or the
+    flag that set it)."""
+    text = (os.environ if environ is None else environ).get(CHECKPOINT_EVERY_ENV, "")
+    if text.strip():
+        return parse_checkpoint_every(text, name)
+    if config is None:
+        return CheckpointCadence(default=True)
+    minutes = config.checkpoint_every_minutes
+    return CheckpointCadence(steps=config.checkpoint_every_steps,
+                             seconds=minutes * 60.0 if minutes is not None else None, default=True)

@@ -730,19 +730,27 @@ def _run_or_load(experiment: str, config: Mapping[str, Any], train: TrainFn, *, 
     version = begin_training()
     started = time.perf_counter()
     out = train(dict(config), context)
+    wall_s, segments = time.perf_counter() - started, None
+    training = sys.modules.get("hacn_core.engine.training")
+    summary = training.segments_summary() if training is not None else None
+    if summary is not None:  # resumed from a checkpoint: add the training time of the earlier processes
+        wall_s, segments = wall_s + summary["earlier_wall_s"], summary["segments"]
     result = store_trained(experiment, config, out, store=store, profile=profile, version=version,
-                           wall_s=time.perf_counter() - started)
+                           wall_s=wall_s, segments=segments)
     shutil.rmtree(context.checkpoint_dir, ignore_errors=True)  # the stored result supersedes them
     return result
 
 
 def begin_training() -> dict[str, Any]:
     """Call right before a training: returns :func:`code_version` (the commit the process
-    runs) and resets what the provenance reads from the process (the AWNN node last used),
-    so that a stored run records only what it ran itself."""
+    runs) and resets what the provenance reads from the process (the AWNN node last used,
+    the trainer's segments), so that a stored run records only what it ran itself."""
     fast_cpp = sys.modules.get("hacn_core.awnn.fast_cpp")
     if fast_cpp is not None:
         fast_cpp.forget_last_node()
+    training = sys.modules.get("hacn_core.engine.training")
+    if training is not None:
+        training.reset_segments()
     return code_version()
 
 
@@ -756,11 +764,14 @@ def store_trained(
     version: Mapping[str, Any],
     wall_s: float,
     engine: Mapping[str, Any] | None = None,
+    segments: int | None = None,
 ) -> RunResult:
     """Save what a training function returned (``out``) with its provenance; return the stored result.
 
     ``version`` is :func:`code_version` taken before training; ``wall_s`` the
-    training's wall time. ``engine`` (optional) says how the run was trained
+    training's wall time, summed over its ``segments`` (the processes a run
+    interrupted and resumed from its checkpoint trained in; recorded when
+    given). ``engine`` (optional) says how the run was trained
     when it shared a process with others, e.g. ``{"name": "stacked",
     "members": 12}``: the wall time is then that of the whole group.
     If another process stored the configuration meanwhile, that result is kept.
@@ -778,6 +789,8 @@ def store_trained(
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     provenance |= run.provenance()
+    if segments is not None:
+        provenance["segments"] = int(segments)
     if engine is not None:
         provenance["engine"] = dict(engine)
     fast_cpp = sys.modules.get("hacn_core.awnn.fast_cpp")

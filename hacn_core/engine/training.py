@@ -24,6 +24,42 @@ Order and resume
     augmentation drawn in the main process is restored); the random streams of
     DataLoader worker processes are not checkpointed.
 
+Checkpoint cadence
+    With a ``checkpoint_dir``, ``last.pt`` is written at the end and, by
+    default, at the end of every epoch or every 60 s, whichever comes first,
+    but never sooner after the last checkpoint than 100 times what that one
+    took to write: saving costs about 1% of the wall time at most, even when
+    epochs last milliseconds (``benchmarks/bench_trainer.py --checkpoint-cost``
+    measures it). The config's ``checkpoint_every_steps`` /
+    ``checkpoint_every_minutes`` add exact triggers. The user picks another
+    cadence with ``$HACN_CHECKPOINT_EVERY`` (``60s``, ``5m``, ``500steps`` or
+    ``500``; ``python -m hacn_core run --checkpoint-every`` sets it), which
+    replaces all of these (``hacn_core.engine.config.checkpoint_cadence``).
+
+Signals
+    During ``fit`` (handlers installed by the main thread, the previous ones
+    restored on return), SIGINT (Ctrl-C) and SIGTERM (a cluster scheduler, a
+    closing terminal) let the current optimizer step finish, write ``last.pt``
+    (rank 0) and raise :class:`TrainingInterrupted` with the signal's name, the
+    checkpoint and the conventional exit code (130, 143); its one-line message
+    says how to resume: run the same command again. A second signal stops at
+    once and keeps the last checkpoint. SIGKILL cannot be caught: the run
+    resumes from the last periodic checkpoint.
+
+Segments
+    A run that was interrupted and resumed trains in several segments
+    (processes). The checkpoint carries the wall time so far and the number of
+    segments; a resumed ``fit`` continues both (``TrainResult.wall_time_s``,
+    ``TrainResult.segments``), and :func:`segments_summary` sums them over the
+    fits since :func:`reset_segments` (the results store records them in a
+    run's provenance).
+
+Damaged checkpoints
+    A ``last.pt`` that cannot be read (cut short, or not a checkpoint of
+    ``fit``) raises :class:`CorruptCheckpointError`, naming the file and the
+    ``mv`` command that moves it aside; ``$HACN_DISCARD_BAD_CHECKPOINT=1``
+    moves it aside automatically (to ``last.pt.corrupt``) and starts again.
+
 Distributed
     Launched by ``torchrun``, ``fit`` joins the process group and shards every
     (micro-)batch across ranks like ``DistributedSampler`` (rank ``r`` takes
@@ -33,6 +69,9 @@ Distributed
     without batch statistics: BatchNorm normalises each rank's shard, and rank
     0's running statistics are used for evaluation). Only rank 0 writes
     checkpoints; a non-finite loss on any rank stops every rank at that step.
+    Every 16 steps and at each epoch's end the ranks agree on whether to
+    checkpoint (rank 0's clock decides) and whether to stop (a signal on any
+    rank stops all of them at the same step).
 
 Hot path
     No host synchronisation per step on accelerators: step losses stay on the
@@ -55,8 +94,12 @@ import dataclasses
 import math
 import os
 import random
+import shlex
+import signal
 import tempfile
+import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,21 +112,36 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from hacn_core.engine.config import (
+    CHECKPOINT_BUDGET,
+    CHECKPOINT_EVERY_ENV,
+    DEFAULT_CHECKPOINT_SECONDS,
     DEVICE_PATTERN,
     PRECISIONS,
+    CheckpointCadence,
     TrainConfig,
     TrainConfigError,
+    checkpoint_cadence,
     invalid,
     optimizer_for,
+    parse_checkpoint_every,
     schedule_for,
 )
 from hacn_core.engine.roles import TAGGED_ROLES, named_parameter_roles
 
 __all__ = [
+    "CHECKPOINT_EVERY_ENV",
+    "DISCARD_BAD_CHECKPOINT_ENV",
     "PRECISIONS",
     "QUIET_ENV",
     "Callback",
+    "CheckpointCadence",
+    "CorruptCheckpointError",
     "NonFiniteLossError",
+    "TrainingInterrupted",
+    "checkpoint_cadence",
+    "parse_checkpoint_every",
+    "reset_segments",
+    "segments_summary",
     "TrainConfig",
     "TrainConfigError",
     "optimizer_for",
@@ -96,6 +154,7 @@ __all__ = [
     "first_nonfinite",
     "fit",
     "load_checkpoint",
+    "load_resumable_checkpoint",
     "nonfinite_checkpoint_path",
     "progress_bar",
     "resolve_device",
@@ -108,9 +167,15 @@ __all__ = [
 ]
 
 QUIET_ENV = "HACN_QUIET"
+DISCARD_BAD_CHECKPOINT_ENV = "HACN_DISCARD_BAD_CHECKPOINT"
 CHECKPOINT_NAME = "last.pt"
 NONFINITE_NAME = "nonfinite.pt"
+STOP_SIGNALS: tuple[str, ...] = ("SIGINT", "SIGTERM")  # what fit turns into TrainingInterrupted
 _ACCEL_SYNC_EVERY = 32  # steps between host reads of the loss on accelerators
+_DDP_POLL_EVERY = 16  # steps between the ranks' agreements on "checkpoint now" / "stop now"
+# What fit's checkpoint holds (save_training_checkpoint's keys and fit's extras): a file without one is damaged.
+_CHECKPOINT_KEYS = ("model", "optimizer", "rng", "position", "curves", "wall_time_s", "config", "schedule",
+                    "epoch_loss")
 # Fields that may differ between a checkpoint and the resuming run: they change
 # speed or bookkeeping, not the optimisation trajectory.
 _RESUME_FREE_FIELDS = frozenset(
@@ -140,6 +205,58 @@ class NonFiniteLossError(RuntimeError):
         super().__init__(f"non-finite training loss {loss}{what} at step {step} (epoch {epoch}); {where}")
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped :func:`fit`; the state was saved to resume from.
+
+    ``signal`` is the signal's name (``"SIGINT"``, ``"SIGTERM"``), ``checkpoint``
+    the ``last.pt`` to resume from (None without a ``checkpoint_dir``),
+    ``step`` the optimizer steps it holds, ``exit_code`` the shell's convention
+    for a process ended by that signal (128 + its number: 130, 143).
+    ``saved`` is False after a second signal, which stops at once: ``checkpoint``
+    is then the last periodic one (at an earlier step). A subclass of
+    ``KeyboardInterrupt``, so ``except Exception`` does not swallow it. The
+    message is one line and says how to resume.
+    """
+
+    def __init__(self, signal_name: str, checkpoint: Path | None, step: int, total_steps: int,
+                 saved: bool = True) -> None:
+        self.signal, self.checkpoint, self.step, self.saved = signal_name, checkpoint, step, saved
+        self.total_steps = total_steps
+        self.exit_code = 128 + int(signal.Signals[signal_name])
+        if checkpoint is None:
+            detail = ("nothing was saved (fit had no checkpoint_dir), so a rerun starts again at step 0"
+                      if saved else "no checkpoint was saved yet, so a rerun starts again at step 0")
+        elif saved:
+            detail = f"saved {checkpoint}; to resume, run the same command again"
+        else:
+            detail = f"the last checkpoint {checkpoint} (step {step}) is kept; to resume, run the same command again"
+        how = f"after step {step} of {total_steps}" if saved else f"at once by a second {signal_name}"
+        super().__init__(f"training interrupted by {signal_name} {how}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (e.g. across processes) despite the custom arguments
+        return type(self), (self.signal, self.checkpoint, self.step, self.total_steps, self.saved)
+
+
+class CorruptCheckpointError(RuntimeError):
+    """``last.pt`` cannot be resumed from: cut short, or not a checkpoint of :func:`fit`.
+
+    ``path`` is the file; the message gives the ``mv`` command that moves it
+    aside and names ``$HACN_DISCARD_BAD_CHECKPOINT``, which makes ``fit`` do so.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path, self.reason = path, reason
+        aside = path.with_name(path.name + ".corrupt")
+        super().__init__(
+            f"cannot resume from {path}: {reason}. fit writes its checkpoints atomically, so this file was damaged "
+            f"on disk, copied incompletely or put there by something else. Either move it aside and start this run "
+            f"again from step 0:  mv {shlex.quote(str(path))} {shlex.quote(str(aside))}  -- or set "
+            f"{DISCARD_BAD_CHECKPOINT_ENV}=1 to have fit move it aside and start again by itself.")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.path, self.reason)
+
+
 @dataclass
 class TrainResult:
     """What :func:`fit` returns.
@@ -148,7 +265,8 @@ class TrainResult:
     ``curves``: per-epoch lists ``epoch``, ``step``, ``train_loss``, ``lr``, ``time_s``;
     per-evaluation ``eval_epoch`` and ``val_<m>``; per-record ``record_step``,
     ``record_epoch``, ``param/<name>`` (every role-tagged parameter) and whatever
-    callbacks return. ``wall_time_s`` sums all resumed segments of the run.
+    callbacks return. ``wall_time_s`` sums all resumed segments of the run;
+    ``segments`` counts them (1: trained in one go).
     """
 
     metrics: dict[str, float]
@@ -157,6 +275,7 @@ class TrainResult:
     steps: int
     wall_time_s: float
     config: dict[str, Any] = field(default_factory=dict)
+    segments: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -399,7 +518,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     Keys (:func:`save_training_checkpoint`): ``model`` (state dict), ``optimizer``,
     ``rng``, ``position`` (``epoch``, ``step_in_epoch``, ``global_step``,
     ``finished``), ``curves``, ``wall_time_s``; from :func:`fit` also ``schedule``,
-    ``scaler``, ``config``, ``epoch_loss``, ``callbacks``, ``world_size``.
+    ``scaler``, ``config``, ``epoch_loss``, ``callbacks``, ``world_size`` and
+    ``segments`` (the processes the run has trained in so far, this one included).
     """
     return torch.load(Path(path), map_location=map_location, weights_only=True)
 
@@ -439,6 +559,74 @@ def restore_training_checkpoint(ckpt: Mapping[str, Any], optimizer: torch.optim.
     optimizer.load_state_dict(ckpt["optimizer"])
     rngs = ckpt["rng"]
     set_rng_state(rngs[rank] if len(rngs) == world_size else rngs[0])
+
+
+def _discard_bad_checkpoint() -> bool:
+    """``$HACN_DISCARD_BAD_CHECKPOINT``: move a damaged ``last.pt`` aside and start again (1) or stop (0)."""
+    value = os.environ.get(DISCARD_BAD_CHECKPOINT_ENV, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    invalid(DISCARD_BAD_CHECKPOINT_ENV, value, "1 (move a damaged checkpoint aside and start again) or 0")
+    return False  # pragma: no cover
+
+
+def load_resumable_checkpoint(path: Path, rank: int = 0) -> dict[str, Any] | None:
+    """The checkpoint of :func:`fit` at ``path``, loaded on the CPU, or None when there is none.
+
+    A file that cannot be read or lacks a key of :func:`fit`'s checkpoint raises
+    :class:`CorruptCheckpointError`; with ``$HACN_DISCARD_BAD_CHECKPOINT=1`` rank 0
+    moves it to ``<name>.corrupt`` instead (with a warning) and None is returned.
+    """
+    if not path.exists():
+        return None
+    try:
+        ckpt = load_checkpoint(path, map_location="cpu")
+        missing = [k for k in _CHECKPOINT_KEYS if k not in ckpt] if isinstance(ckpt, dict) else None
+        if missing is None:
+            raise TypeError(f"it holds a {type(ckpt).__name__}, not a dict")
+        if missing:
+            raise KeyError(f"keys {missing} are missing")
+        return ckpt
+    except (PermissionError, IsADirectoryError):  # not a damaged file: moving it aside would not help
+        raise
+    except Exception as err:  # noqa: BLE001 -- torch.load raises many types on a damaged file
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        reason = f"{type(err).__name__}: {first}" if first else type(err).__name__
+        if not _discard_bad_checkpoint():
+            raise CorruptCheckpointError(path, reason) from err
+        aside = path.with_name(path.name + ".corrupt")
+        if rank == 0:
+            with contextlib.suppress(FileNotFoundError):  # another process moved it meanwhile
+                os.replace(path, aside)
+            warnings.warn(f"{DISCARD_BAD_CHECKPOINT_ENV}: {path} could not be resumed from ({reason}); moved it to "
+                          f"{aside} and starting this run again from step 0", stacklevel=2)
+        return None
+
+
+# ----------------------------------------------------------------------------- segments
+
+_SEGMENT_RECORDS: list[tuple[float, float, int]] = []  # per finished fit: (wall of all segments, earlier, segments)
+
+
+def reset_segments() -> None:
+    """Forget the fits recorded so far; call where a run begins (``results.begin_training`` does)."""
+    _SEGMENT_RECORDS.clear()
+
+
+def segments_summary() -> dict[str, float | int] | None:
+    """Wall time and segments of the :func:`fit` calls that finished since :func:`reset_segments`.
+
+    ``wall_s``: their wall time summed over every segment (process) each took;
+    ``earlier_wall_s``: the part spent in earlier processes (carried by the
+    checkpoints they left); ``segments``: the most segments one of them took (1:
+    none was resumed). None when no fit finished since the reset.
+    """
+    if not _SEGMENT_RECORDS:
+        return None
+    return {"wall_s": sum(r[0] for r in _SEGMENT_RECORDS), "earlier_wall_s": sum(r[1] for r in _SEGMENT_RECORDS),
+            "segments": max(r[2] for r in _SEGMENT_RECORDS)}
 
 
 def nonfinite_checkpoint_path(directory: str | os.PathLike | None) -> Path:
@@ -512,6 +700,12 @@ def _identity(batch: Any) -> Any:
     return batch
 
 
+def _leave_ctrl_c_to_the_trainer(worker_id: int) -> None:
+    """DataLoader workers ignore SIGINT: Ctrl-C reaches a terminal's whole process group, and the main
+    process stops the run cleanly (:class:`TrainingInterrupted`) while the workers keep serving."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _as_tensors(data: Any, name: str) -> tuple[Tensor, ...] | None:
     """The tensors of an in-memory split, or None for a generic Dataset."""
     if isinstance(data, DataLoader):
@@ -556,6 +750,7 @@ class _Split:
         self.loader = DataLoader(
             dataset, batch_sampler=self.sampler, num_workers=workers, collate_fn=collate,
             pin_memory=device.type == "cuda", persistent_workers=workers > 0, generator=self.generator,
+            worker_init_fn=_leave_ctrl_c_to_the_trainer if workers > 0 else None,
         )
 
     def batches(self, index_lists: Iterable[Tensor]) -> Iterator[Any]:
@@ -696,6 +891,8 @@ class _Run:
         self.plan = [_plan_step(self.n_train, cfg.batch_size, cfg.accumulate, self.world, self.rank, s)
                      for s in range(self.S)]
         self.ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.cadence = checkpoint_cadence(cfg)
+        self.stop_signal: int | None = None  # set by the SIGINT / SIGTERM handler of fit
         self.quiet = _quiet(progress) or self.rank != 0
         self.sync_every = cfg.sync_every or (1 if self.device.type == "cpu" else _ACCEL_SYNC_EVERY)
         # callbacks
@@ -712,7 +909,12 @@ class _Run:
         self.loss_sum = 0.0  # sum over steps of (step mean loss * step samples) / world
         self.loss_n = 0
         self.pending: list[tuple[Tensor, int, int]] = []
-        self.prior_wall = 0.0
+        self.prior_wall = 0.0  # wall time of the earlier segments (from the checkpoint)
+        self.segments = 1  # processes this run has trained in, this one included
+        self.saved_step: int | None = None  # the step last.pt holds
+        self.last_ckpt_time = time.monotonic()
+        self.last_ckpt_cost = 0.0
+        self._update_triggers()
         self.curves: dict[str, list] = {}
         self.last_loss = math.nan
 
@@ -753,11 +955,13 @@ class _Run:
             self._record()  # values before training
 
     def _find_checkpoint(self) -> dict[str, Any] | None:
-        if self.ckpt_dir is None or not (self.ckpt_dir / CHECKPOINT_NAME).exists():
+        if self.ckpt_dir is None:
             return None
         path = self.ckpt_dir / CHECKPOINT_NAME
         # on the CPU: random states must stay CPU tensors; load_state_dict copies to the device
-        ckpt = load_checkpoint(path, map_location="cpu")
+        ckpt = load_resumable_checkpoint(path, self.rank)
+        if ckpt is None:
+            return None
         old, new = ckpt["config"], self.cfg.to_dict()
         diff = [k for k in new if k not in _RESUME_FREE_FIELDS and old.get(k) != new[k]]
         if diff:
@@ -776,6 +980,8 @@ class _Run:
         self.loss_sum, self.loss_n = float(ckpt["epoch_loss"][0]), int(ckpt["epoch_loss"][1])
         self.curves.update(ckpt["curves"])
         self.prior_wall = float(ckpt["wall_time_s"])
+        self.segments = int(ckpt.get("segments", 1)) + 1
+        self.saved_step = self.global_step
         for cb, state in zip(self.callbacks, ckpt.get("callbacks", [])):
             if state is not None and hasattr(cb, "load_state_dict"):
                 cb.load_state_dict(state)
@@ -789,6 +995,7 @@ class _Run:
         Without a ``checkpoint_dir`` only the non-finite-loss checkpoint is written,
         into a fresh temporary folder (named in the error).
         """
+        started = time.monotonic()
         if name == NONFINITE_NAME:
             on_disk = self.ckpt_dir is not None or self.rank == 0  # a temporary folder on rank 0 only
             path = nonfinite_checkpoint_path(self.ckpt_dir) if on_disk else None
@@ -817,13 +1024,70 @@ class _Run:
                 epoch_loss=[self.loss_sum, self.loss_n],
                 callbacks=[cb.state_dict() if hasattr(cb, "state_dict") else None for cb in self.callbacks],
                 world_size=self.world,
+                segments=self.segments,
             )
         if self.world > 1:
             import torch.distributed as dist
 
             dist.barrier()
+        if name == CHECKPOINT_NAME:
+            self.saved_step = self.global_step
         self.last_ckpt_time = time.monotonic()
+        self.last_ckpt_cost = self.last_ckpt_time - started
+        self._update_triggers()
         return path
+
+    # -- cadence and signals -------------------------------------------------------------
+
+    def _update_triggers(self) -> None:
+        """Seconds after the last checkpoint at which the next one is due, at any step (``time_trigger``)
+        and at an epoch's end (``epoch_trigger``; None: not at epoch ends); see :class:`CheckpointCadence`."""
+        cad = self.cadence
+        if self.ckpt_dir is None:
+            self.time_trigger, self.epoch_trigger = math.inf, None
+            return
+        gap = self.last_ckpt_cost / CHECKPOINT_BUDGET  # the default cadence's spacing: cost <= budget
+        triggers = [cad.seconds] if cad.seconds is not None else []
+        if cad.default:
+            triggers.append(max(DEFAULT_CHECKPOINT_SECONDS, gap))
+        self.time_trigger = min(triggers, default=math.inf)
+        self.epoch_trigger = gap if cad.default else None
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        """The SIGINT / SIGTERM handler: stop after the current step; a second signal stops at once."""
+        if self.stop_signal is None:
+            self.stop_signal = signum
+            return
+        raise self._stopped_at_once(signum)
+
+    def _stopped_at_once(self, signum: int) -> TrainingInterrupted:
+        """The error of a stop that saves nothing: the last checkpoint (if any) is what a rerun resumes from."""
+        kept = self.ckpt_dir is not None and self.saved_step is not None
+        return TrainingInterrupted(signal.Signals(signum).name, self.ckpt_dir / CHECKPOINT_NAME if kept else None,
+                                   self.saved_step or 0, self.total_steps, saved=False)
+
+    def _agree(self, due: bool, sig: int | None) -> tuple[bool, int | None]:
+        """Under DDP: rank 0's clock decides ``due``, and a signal on any rank stops every rank."""
+        import torch.distributed as dist
+
+        flags = torch.tensor([int(due and self.rank == 0), sig or 0], dtype=torch.int64, device=self.comm_device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return bool(flags[0].item()), int(flags[1].item()) or None
+
+    def _poll(self, epoch_end: bool = False) -> None:
+        """After a step (every step; every ``_DDP_POLL_EVERY`` under DDP) and at an epoch's end: checkpoint
+        when due (:meth:`_update_triggers`); after a signal, checkpoint and raise :class:`TrainingInterrupted`."""
+        since = time.monotonic() - self.last_ckpt_time
+        due = since >= self.time_trigger or (epoch_end and self.epoch_trigger is not None
+                                             and since >= self.epoch_trigger)
+        sig = self.stop_signal
+        if self.world > 1:
+            due, sig = self._agree(due, sig)
+        if sig is not None:
+            path = self._checkpoint()
+            raise TrainingInterrupted(signal.Signals(sig).name, path, self.global_step, self.total_steps)
+        if due:
+            self._checkpoint()
 
     def _wall(self) -> float:
         return self.prior_wall + time.monotonic() - self.t_start
@@ -929,15 +1193,23 @@ class _Run:
                            progress=not self.quiet)
         self.bar = bar
         self.bar_time, self.bar_step = time.monotonic(), self.global_step
-        ckpt_secs = cfg.checkpoint_every_minutes * 60 if cfg.checkpoint_every_minutes else None
-        self.ckpt_secs = ckpt_secs
         try:
             while not self.finished and self.epoch < cfg.epochs:
                 self._run_epoch()
                 self._end_epoch()
+                if not self.finished:
+                    self._poll(epoch_end=True)
             self.finished = True
             if bar is not None:
                 bar.update(self.global_step - bar.n)
+        except NonFiniteLossError:
+            raise
+        except Exception as err:
+            if self.stop_signal is None:
+                raise
+            # the signal also ended something the step relied on (e.g. DataLoader workers killed by a
+            # SIGTERM sent to the whole process group): the step is abandoned, the last checkpoint kept
+            raise self._stopped_at_once(self.stop_signal) from err
         finally:
             if bar is not None:
                 bar.close()
@@ -951,8 +1223,14 @@ class _Run:
                 else:
                     res = self._evaluate(split)
                 metrics.update({f"{prefix}_{k}": v for k, v in res.items()})
-        self._checkpoint()
-        return TrainResult(metrics, self.curves, str(self.device), self.global_step, self._wall(), cfg.to_dict())
+        path = self._checkpoint()
+        sig = self.stop_signal
+        if self.world > 1:
+            _, sig = self._agree(False, sig)
+        if sig is not None:  # a signal during the final evaluation: the finished run is saved, stop anyway
+            raise TrainingInterrupted(signal.Signals(sig).name, path, self.global_step, self.total_steps)
+        return TrainResult(metrics, self.curves, str(self.device), self.global_step, self._wall(), cfg.to_dict(),
+                           self.segments)
 
     def _run_epoch(self) -> None:
         cfg = self.cfg
@@ -990,8 +1268,9 @@ class _Run:
         schedule, groups, optimizer, scaler = self.schedule, self.optimizer.param_groups, self.optimizer, self.scaler
         clip, ddp = cfg.grad_clip, self.ddp
         pending, sync_every, step_cbs = self.pending, self.sync_every, self.step_cbs
-        ckpt_every, record_steps = cfg.checkpoint_every_steps, cfg.record_every_steps
-        ckpt_secs, bar, last = self.ckpt_secs, self.bar, self.S - 1
+        ckpt_every, record_steps = self.cadence.steps, cfg.record_every_steps
+        poll, poll_every = self._poll, 1 if self.world == 1 else _DDP_POLL_EVERY
+        bar, last = self.bar, self.S - 1
         for s in range(start, self.S):
             lr = schedule.lr(self.global_step)
             if lr != self.cur_lr:
@@ -1045,20 +1324,10 @@ class _Run:
                 self._record()
             if ckpt_every is not None and self.global_step % ckpt_every == 0:
                 self._checkpoint()
-            elif ckpt_secs is not None and self._checkpoint_due(ckpt_secs):
-                self._checkpoint()
+            if poll_every == 1 or self.global_step % poll_every == 0:
+                poll()  # a checkpoint when due; after SIGINT / SIGTERM, save and raise TrainingInterrupted
             if bar is not None and time.monotonic() - self.bar_time > 0.5:
                 self._update_bar()
-
-    def _checkpoint_due(self, secs: float) -> bool:
-        due = time.monotonic() - self.last_ckpt_time >= secs
-        if self.world > 1:  # rank 0's clock decides for everyone
-            import torch.distributed as dist
-
-            flag = torch.tensor([1 if due else 0], dtype=torch.int64, device=self.comm_device)
-            dist.broadcast(flag, 0)
-            due = bool(flag.item())
-        return due
 
     def _update_bar(self) -> None:
         now = time.monotonic()
@@ -1129,6 +1398,28 @@ def _init_distributed(device_spec: str) -> tuple[int, int, int | None]:
 
 
 @contextlib.contextmanager
+def _stop_on_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """``handler`` for SIGINT and SIGTERM while the block runs, the previous handlers after it.
+
+    Only the main thread may install handlers: elsewhere (a training thread) the
+    block runs with the process's handlers unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {}
+    try:
+        for name in STOP_SIGNALS:
+            signum = signal.Signals[name]
+            previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, handler)
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old if old is not None else signal.SIG_DFL)  # None: set outside Python
+
+
+@contextlib.contextmanager
 def _fast_paths(device: torch.device, tf32: bool) -> Iterator[None]:
     """TF32 matmuls and cudnn autotuning on CUDA for the duration of the run."""
     if device.type != "cuda":
@@ -1178,22 +1469,29 @@ def fit(model: nn.Module, train: Any, config: TrainConfig | Mapping[str, Any], *
     callbacks
         :class:`Callback` objects or functions ``fn(state) -> dict`` (records).
     checkpoint_dir
-        Where ``last.pt`` is written (every ``checkpoint_every_steps`` steps /
-        ``checkpoint_every_minutes`` minutes, and at the end). If it exists, the
-        run resumes from it; a finished run is not trained again.
+        Where ``last.pt`` is written: by default at the end of every epoch or
+        every 60 s, whichever comes first, about 1% of the time at most (plus every
+        ``checkpoint_every_steps`` steps / ``checkpoint_every_minutes`` minutes
+        where set); ``$HACN_CHECKPOINT_EVERY`` (``60s``, ``5m``, ``500steps``)
+        replaces that cadence. Always at the end and on SIGINT / SIGTERM. If it
+        exists, the run resumes from it; a finished run is not trained again.
     progress
         tqdm progress bar with loss and throughput; off when False or when
         ``$HACN_QUIET=1``.
 
     Raises :class:`NonFiniteLossError` when the loss becomes NaN/inf (after
     saving ``nonfinite.pt`` in ``checkpoint_dir``, or in a temporary folder
-    named in the message) and :class:`TrainConfigError`
+    named in the message), :class:`TrainingInterrupted` on SIGINT / SIGTERM
+    (after saving ``last.pt``), :class:`CorruptCheckpointError` for a
+    ``last.pt`` that cannot be resumed from, and :class:`TrainConfigError`
     for a configuration that cannot work with the given data.
     """
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config)
     run = _Run(model, train, cfg, val=val, test=test, loss_fn=loss_fn, forward=forward,
                batch_to_device=batch_to_device, collate_fn=collate_fn, metrics=metrics, callbacks=callbacks,
                checkpoint_dir=checkpoint_dir, progress=progress)
-    with _fast_paths(run.device, cfg.tf32):
+    with _stop_on_signals(run.on_signal), _fast_paths(run.device, cfg.tf32):
         run.setup()
-        return run.run()
+        result = run.run()
+    _SEGMENT_RECORDS.append((result.wall_time_s, run.prior_wall, result.segments))
+    return result

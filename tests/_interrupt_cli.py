@@ -1,0 +1,81 @@
+"""Helper of tests/test_interrupts.py: ``python -m hacn_core`` with a toy experiment registered.
+
+    python tests/_interrupt_cli.py run toy-interrupts --profile smoke --results DIR [--checkpoint-every 40steps]
+
+runs :func:`hacn_core.__main__.main` exactly as ``python -m hacn_core`` does, after
+adding :data:`EXPERIMENT` to the catalog (the test-only hook). The toy run trains
+a small MLP with dropout (so a resume must restore the random streams) and a
+cosine schedule through :func:`~hacn_core.engine.training.fit`, sleeping
+``pause_s`` after every step so that a signal sent from outside lands mid-run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__":  # run as a script: the checkout first on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from hacn_core.engine.registry import Experiment  # noqa: E402
+from hacn_core.engine.results import RunContext  # noqa: E402
+from hacn_core.engine.training import Callback, TrainConfig, TrainState, fit  # noqa: E402
+
+TOY_ID = "toy-interrupts"
+#: 2048 samples in batches of 32: 64 steps per epoch, 512 steps in all
+CONFIG: dict[str, Any] = {"seed": 3, "epochs": 8, "n": 2048, "batch_size": 32, "width": 64, "lr": 3e-3,
+                          "dropout": 0.2, "pause_s": 0.002}
+
+
+class Pause(Callback):
+    """Sleeps after every optimizer step (the toy's steps would otherwise take microseconds)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_step_end(self, state: TrainState) -> None:
+        time.sleep(self.seconds)
+
+
+def toy_data(n: int) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """``n`` training and 256 validation samples: 16 features, 4 classes from a fixed linear map."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(n + 256, 16, generator=g)
+    y = (X @ torch.randn(16, 4, generator=g)).argmax(1)
+    return (X[:n], y[:n]), (X[n:], y[n:])
+
+
+def train_toy(config: dict[str, Any], context: RunContext) -> dict[str, Any]:
+    """One toy run through ``fit`` (checkpoints in the run's ``checkpoint_dir``)."""
+    train, val = toy_data(config["n"])
+    torch.manual_seed(config["seed"])
+    w = config["width"]
+    model = nn.Sequential(nn.Linear(16, w), nn.ReLU(), nn.Dropout(config["dropout"]), nn.Linear(w, w), nn.ReLU(),
+                          nn.Linear(w, 4))
+    cfg = TrainConfig(epochs=config["epochs"], batch_size=config["batch_size"], lr=config["lr"], seed=config["seed"],
+                      schedule="cosine", device="cpu", checkpoint_every_minutes=5.0)
+    out = fit(model, train, cfg, val=val, callbacks=[Pause(config["pause_s"])],
+              checkpoint_dir=context.checkpoint_dir, progress=context.progress)
+    curves = {k: v for k, v in out.curves.items() if k != "time_s"}  # wall-clock times differ run to run
+    return {"metrics": out.metrics, "curves": curves, "device": out.device}
+
+
+EXPERIMENT = Experiment(id=TOY_ID, title="toy run for the interrupt tests", train=train_toy,
+                        configs={"smoke": lambda: [dict(CONFIG)]}, setting={"smoke": "512 steps, 2 ms each"})
+
+
+def main(argv: list[str]) -> int:
+    from hacn_core import catalog
+    from hacn_core.__main__ import main as cli
+
+    catalog.EXPERIMENTS[TOY_ID] = EXPERIMENT
+    return cli(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
