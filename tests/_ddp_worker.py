@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import hacn_core.engine.checkpoint as checkpoint
 import hacn_core.engine.training as training
 from hacn_core.engine.training import Callback, TrainConfig, fit
 
@@ -78,13 +79,13 @@ def main(out: Path) -> None:
     import torch.distributed as dist
 
     saves = []
-    real_save = training.save_checkpoint
+    real_save = checkpoint.save_checkpoint
 
     def counting_save(obj, path):
         saves.append(str(path))
         return real_save(obj, path)
 
-    training.save_checkpoint = counting_save
+    checkpoint.save_checkpoint = counting_save  # every checkpoint write goes through it
     train, val, cfg = problem()
     model = Net()
     res = fit(model, train, cfg, val=val, progress=False)

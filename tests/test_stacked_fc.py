@@ -131,12 +131,15 @@ def stored_pair(tmp_path_factory):
         for config in configs if name == "single" else []:
             run_or_load(gm.EXPERIMENT_ID, config, gm.train_gates_mnist, store=store, progress=False)
         if name == "stacked":
-            for c, out in zip(configs, gm.train_gates_mnist_stacked(configs, root / "ckpt", progress=False)):
-                from hacn_core.engine.results import code_version, store_trained
+            from hacn_core.engine.results import code_version, pinned_threads, store_trained
 
-                store_trained(gm.EXPERIMENT_ID, c, out, store=store, profile="smoke", version=code_version(),
-                              wall_s=60.0, engine={"name": "stacked", "members": len(configs),
-                                                   "member_hashes": ["h1", "h2", "h3", "h4"]})
+            with pinned_threads(1):  # as the registry's stacked path runs (one thread: the single runs' hash)
+                outs = gm.train_gates_mnist_stacked(configs, root / "ckpt", progress=False)
+            for c, out in zip(configs, outs):
+                with pinned_threads(1):
+                    store_trained(gm.EXPERIMENT_ID, c, out, store=store, profile="smoke", version=code_version(),
+                                  wall_s=60.0, engine={"name": "stacked", "members": len(configs),
+                                                       "member_hashes": ["h1", "h2", "h3", "h4"]})
     return {name: [ResultsStore(root).load(gm.EXPERIMENT_ID, c) for c in configs] for name, root in roots.items()}
 
 

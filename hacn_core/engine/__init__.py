@@ -1,7 +1,8 @@
 """The paper-agnostic engine every study runs on.
 
 - ``config``    :class:`TrainConfig`, every knob of a run, validated; ``optimizer_for``, ``schedule_for``
-- ``training``  the training loop (:func:`fit`), callbacks, checkpoints, the NaN guard, the progress bar
+- ``training``  the training loop (:func:`fit`), callbacks, SIGINT/SIGTERM handling, the NaN guard, the progress bar
+- ``checkpoint`` atomic checkpoints with every random state, damaged files named, the segments of a resumed run
 - ``optim``     optimizers, parameter groups by role, learning-rate schedules (plain arguments)
 - ``roles``     parameter roles (gate, mixing weight, rate, ...) that optimizers and reports read
 - ``data``      the data root, offline-aware loaders and the synthetic tabular tasks
