@@ -144,7 +144,7 @@ def _use_checkpoint_every(value: str | None) -> bool:
 def _exits_cleanly(command: Callable[[Sequence[str] | None], int]) -> Callable[[Sequence[str] | None], int]:
     """A run stopped by SIGINT / SIGTERM (``TrainingInterrupted``: its checkpoint is saved) or a damaged
     checkpoint (``CorruptCheckpointError``) ends with its one-line message on stderr and its exit code
-    (130 / 143, 1), without a traceback."""
+    (130 / 143, 1), without a traceback; so does a checkpoint that cannot be written (a full disk)."""
 
     @functools.wraps(command)
     def wrapper(argv: Sequence[str] | None = None) -> int:
@@ -155,7 +155,8 @@ def _exits_cleanly(command: Callable[[Sequence[str] | None], int]) -> Callable[[
             if training is not None and isinstance(err, training.TrainingInterrupted):
                 print(err, file=sys.stderr)
                 return err.exit_code
-            if training is not None and isinstance(err, training.CorruptCheckpointError):
+            if training is not None and isinstance(err, (training.CorruptCheckpointError,
+                                                         training.CheckpointWriteError)):
                 print(f"error: {err}", file=sys.stderr)
                 return 1
             raise

@@ -189,6 +189,58 @@ def test_interrupted_stacked_run_resumes_to_the_same_result(tmp_path, monkeypatc
         assert a["curves"]["train_loss"] == b["curves"]["train_loss"]
 
 
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_signal_mid_epoch_saves_and_the_stacked_run_resumes_bit_for_bit(tmp_path, monkeypatch, signame):
+    """SIGINT / SIGTERM inside an epoch: the step finishes, the state (with the epoch's running losses) is saved,
+    ``TrainingInterrupted`` carries the shell's exit code; the rerun ends with the uninterrupted run's numbers."""
+    import os
+    import signal
+
+    from hacn_core.engine.training import TrainingInterrupted
+
+    configs = [_tiny("gated_resnet", 0), _tiny("plain", 1)]
+    monkeypatch.setenv("HACN_CHECKPOINT_EVERY", "1000steps")  # no periodic checkpoint: only the signal's
+    straight = gm.train_gates_mnist_stacked(configs, tmp_path / "a", progress=False)
+    real = StackedFCNet.member_losses
+    calls = {"n": 0}
+
+    def signal_in_the_second_epoch(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:  # 256 examples in batches of 128, 2 epochs: the first step of the second epoch
+            os.kill(os.getpid(), getattr(signal, signame))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(StackedFCNet, "member_losses", signal_in_the_second_epoch)
+    with pytest.raises(TrainingInterrupted) as caught:
+        gm.train_gates_mnist_stacked(configs, tmp_path / "b", progress=False)
+    assert caught.value.exit_code == 128 + int(getattr(signal, signame)) and caught.value.step == 3
+    ck = load_checkpoint(tmp_path / "b" / "stacked.pt")
+    assert ck["position"] == {"epoch": 1, "step_in_epoch": 1, "global_step": 3, "finished": False}
+    assert len(ck["epoch_loss"]) == len(configs) and ck["segments"] == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are given back
+    monkeypatch.setattr(StackedFCNet, "member_losses", real)
+    resumed = gm.train_gates_mnist_stacked(configs, tmp_path / "b", progress=False)
+    for a, b in zip(straight, resumed):
+        assert a["metrics"] == b["metrics"]
+        for key in ("train_loss", "test_error", "mean_k"):
+            assert a["curves"].get(key) == b["curves"].get(key)
+
+
+def test_the_stacked_engine_checkpoints_at_the_users_cadence(tmp_path, monkeypatch):
+    configs = [_tiny("plain", 0)]
+    written = []
+    real = gm.save_training_checkpoint
+
+    def spy(path, *args, **kwargs):
+        written.append(kwargs["position"]["global_step"])
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(gm, "save_training_checkpoint", spy)
+    monkeypatch.setenv("HACN_CHECKPOINT_EVERY", "3steps")
+    gm.train_gates_mnist_stacked(configs, tmp_path / "a", progress=False)  # 2 epochs x 2 steps
+    assert written == [3]  # step 3 (mid-epoch); step 4 is the end of training, which stores the result instead
+
+
 def test_non_finite_loss_of_one_member_stops_the_stacked_run_like_fit(tmp_path, monkeypatch):
     configs = [_tiny("plain", 0), _tiny("gated_resnet", 0)]
     real = StackedFCNet.member_losses

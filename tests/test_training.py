@@ -323,6 +323,20 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["last.pt"]
 
 
+def test_a_full_disk_while_checkpointing_names_the_file_and_the_free_space(tmp_path, monkeypatch):
+    """torch.save on a full disk raises a bare RuntimeError from its zip writer; the engine says what failed."""
+    from hacn_core.engine.checkpoint import CheckpointWriteError
+
+    def full_disk(obj, f):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(training.torch, "save", full_disk)
+    with pytest.raises(CheckpointWriteError, match=r"could not write the checkpoint .*last\.pt \(RuntimeError: "
+                                                   r"\[enforce fail.*MiB free there.*run the same command again"):
+        training.save_checkpoint({"v": torch.zeros(3)}, tmp_path / "last.pt")
+    assert os.listdir(tmp_path) == []  # no half-written file is left
+
+
 def test_training_checkpoint_helpers_restore_optimizer_and_random_states(tmp_path):
     """The pieces of fit's checkpoint that other loops (the stacked MNIST engine) reuse."""
     X, y = make_data(20)

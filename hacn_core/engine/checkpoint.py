@@ -16,6 +16,7 @@ import contextlib
 import os
 import random
 import shlex
+import shutil
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
@@ -56,6 +57,10 @@ class CorruptCheckpointError(RuntimeError):
         return type(self), (self.path, self.reason)
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (a full disk, a folder that became read-only); names the file."""
+
+
 def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
     """``torch.save`` to a temporary file in the same folder, fsync, then ``os.replace``:
     a reader sees the old checkpoint or the new one, never half of one."""
@@ -68,6 +73,14 @@ def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as err:  # a full disk surfaces from torch.save as a RuntimeError
+        tmp.unlink(missing_ok=True)
+        free = shutil.disk_usage(path.parent).free if path.parent.exists() else None
+        room = f"; {free / 2**20:.0f} MiB free there" if free is not None else ""
+        raise CheckpointWriteError(f"could not write the checkpoint {path} ({type(err).__name__}: "
+                                   f"{str(err).strip().splitlines()[0][:160] if str(err).strip() else 'no detail'}"
+                                   f"{room}); the previous checkpoint, if any, is unchanged. Free some space or "
+                                   f"point HACN_RESULTS at another disk, then run the same command again") from err
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

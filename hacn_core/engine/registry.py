@@ -42,6 +42,7 @@ from hacn_core.engine.results import (
     store_trained,
     stored_or_pending,
     training_allowed,
+    with_earlier_segments,
 )
 
 if TYPE_CHECKING:
@@ -315,11 +316,12 @@ def _train_stacked(experiment: Experiment, configs: Sequence[dict[str, Any]], st
         version = begin_training()
         started = time.perf_counter()
         outs = experiment.train_stacked(group, checkpoint_dir, progress)
-        wall = time.perf_counter() - started
+        wall, segments = with_earlier_segments(time.perf_counter() - started)
         pending = []
         for config, out in zip(group, outs, strict=True):
             try:
                 store_trained(experiment.id, config, out, store=store, profile=profile, version=version, wall_s=wall,
+                              segments=segments,
                               engine={"name": "stacked", "members": len(group), "member_hashes": hashes})
             except PendingResultError as err:
                 pending.append(err)

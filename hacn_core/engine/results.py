@@ -730,15 +730,21 @@ def _run_or_load(experiment: str, config: Mapping[str, Any], train: TrainFn, *, 
     version = begin_training()
     started = time.perf_counter()
     out = train(dict(config), context)
-    wall_s, segments = time.perf_counter() - started, None
-    training = sys.modules.get("hacn_core.engine.training")
-    summary = training.segments_summary() if training is not None else None
-    if summary is not None:  # resumed from a checkpoint: add the training time of the earlier processes
-        wall_s, segments = wall_s + summary["earlier_wall_s"], summary["segments"]
+    wall_s, segments = with_earlier_segments(time.perf_counter() - started)
     result = store_trained(experiment, config, out, store=store, profile=profile, version=version,
                            wall_s=wall_s, segments=segments)
     shutil.rmtree(context.checkpoint_dir, ignore_errors=True)  # the stored result supersedes them
     return result
+
+
+def with_earlier_segments(wall_s: float) -> tuple[float, int | None]:
+    """This process's training time ``wall_s`` plus that of the earlier processes of a resumed run, and the
+    number of segments (None when the trainer kept no record, e.g. nothing was trained through it)."""
+    training = sys.modules.get("hacn_core.engine.training")
+    summary = training.segments_summary() if training is not None else None
+    if summary is None:
+        return wall_s, None
+    return wall_s + summary["earlier_wall_s"], summary["segments"]
 
 
 def begin_training() -> dict[str, Any]:

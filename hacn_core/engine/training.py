@@ -110,6 +110,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from hacn_core.engine.checkpoint import (
     CHECKPOINT_NAME,
+    CheckpointWriteError,
     DISCARD_BAD_CHECKPOINT_ENV,
     NONFINITE_NAME,
     CorruptCheckpointError,
@@ -148,6 +149,7 @@ __all__ = [
     "PRECISIONS",
     "QUIET_ENV",
     "Callback",
+    "CheckpointWriteError",
     "CheckpointCadence",
     "CorruptCheckpointError",
     "NonFiniteLossError",
@@ -178,6 +180,7 @@ __all__ = [
     "save_training_checkpoint",
     "set_rng_state",
     "steps_per_epoch",
+    "stop_on_signals",
 ]
 
 QUIET_ENV = "HACN_QUIET"
@@ -1215,7 +1218,7 @@ def _init_distributed(device_spec: str) -> tuple[int, int, int | None]:
 
 
 @contextlib.contextmanager
-def _stop_on_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:
+def stop_on_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:
     """``handler`` for SIGINT and SIGTERM while the block runs, the previous handlers after it.
 
     Only the main thread may install handlers: elsewhere (a training thread) the
@@ -1307,7 +1310,7 @@ def fit(model: nn.Module, train: Any, config: TrainConfig | Mapping[str, Any], *
     run = _Run(model, train, cfg, val=val, test=test, loss_fn=loss_fn, forward=forward,
                batch_to_device=batch_to_device, collate_fn=collate_fn, metrics=metrics, callbacks=callbacks,
                checkpoint_dir=checkpoint_dir, progress=progress)
-    with _stop_on_signals(run.on_signal), _fast_paths(run.device, cfg.tf32):
+    with stop_on_signals(run.on_signal), _fast_paths(run.device, cfg.tf32):
         run.setup()
         result = run.run()
     record_segments(result.wall_time_s, run.prior_wall, result.segments)

@@ -62,6 +62,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,6 +75,7 @@ from hacn_core import gates
 from hacn_core.engine.data import image_tensors
 from hacn_core.engine.registry import Experiment, Link, with_overrides
 from hacn_core.engine.results import RunContext
+from hacn_core.engine.config import CHECKPOINT_BUDGET, checkpoint_cadence
 from hacn_core.engine.training import (
     Callback,
     NonFiniteLossError,
@@ -86,10 +88,13 @@ from hacn_core.engine.training import (
     load_checkpoint,
     nonfinite_checkpoint_path,
     progress_bar,
+    record_segments,
     resolve_device,
     restore_training_checkpoint,
     save_training_checkpoint,
     steps_per_epoch,
+    stop_on_signals,
+    TrainingInterrupted,
 )
 from hacn_core.models.fc import KINDS, mnist_fc
 from hacn_core.models.stacked_fc import StackedFCNet
@@ -420,7 +425,7 @@ STACKED_CHECKPOINT = "stacked.pt"  # the stacked engine's checkpoint in its chec
 
 
 def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir, progress: bool = True, *,
-                              checkpoint_every_s: float = 300.0) -> list[dict[str, Any]]:
+                              checkpoint_every_s: float | None = None) -> list[dict[str, Any]]:
     """Train several runs of Sec. 3.1 at once as one ``StackedFCNet``; one result per configuration.
 
     Every member is the run ``train_gates_mnist`` would train: the same
@@ -432,9 +437,13 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
     ``hacn_core.models.stacked_fc``).
 
     The loop keeps the engine's bookkeeping (``hacn_core.engine.training``):
-    at the end of an epoch, once ``checkpoint_every_s`` seconds have passed, an
-    atomic checkpoint (``save_training_checkpoint``: weights, optimizer, random
-    states, position, curves, wall time) from which a rerun resumes; the NaN
+    atomic checkpoints (``save_training_checkpoint``: weights, optimizer, random
+    states, position, the epoch's running losses, curves, wall time) from which a
+    rerun resumes, mid-epoch included, at the cadence ``fit`` uses
+    (``$HACN_CHECKPOINT_EVERY`` / ``run --checkpoint-every``, else every epoch
+    within the engine's checkpoint budget; ``checkpoint_every_s`` replaces it);
+    SIGINT / SIGTERM finish the step, save, and raise ``TrainingInterrupted``
+    (a second signal stops at once); the wall time over resumed segments; the NaN
     guard before every update (a non-finite loss of any member saves the state
     to ``nonfinite.pt`` and raises ``NonFiniteLossError``); a progress bar in
     epochs unless ``progress`` is False or ``$HACN_QUIET`` is set.
@@ -461,20 +470,50 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
     gate_names = [[name for name, _ in gates.gate_parameters(m)] for m in model.members]
     curves: list[dict[str, list]] = [{} for _ in range(S)]
     path = Path(checkpoint_dir) / STACKED_CHECKPOINT
-    epoch, prior_wall = 0, 0.0
+    epoch, start_step, prior_wall, segments, resumed_loss = 0, 0, 0.0, 1, None
     if path.exists():
         ckpt = load_checkpoint(path)  # on the CPU (random states); load_state_dict copies to the device
         model.load_state_dict(ckpt["model"])
         restore_training_checkpoint(ckpt, optimizer)
-        epoch, prior_wall, curves = int(ckpt["position"]["epoch"]), ckpt["wall_time_s"], ckpt["curves"]
+        epoch, start_step = int(ckpt["position"]["epoch"]), int(ckpt["position"]["step_in_epoch"])
+        prior_wall, curves, segments = ckpt["wall_time_s"], ckpt["curves"], int(ckpt.get("segments", 1)) + 1
+        resumed_loss = ckpt.get("epoch_loss")
     started = time.perf_counter() - prior_wall
-    last_ckpt = time.monotonic()
+    cadence = checkpoint_cadence(None)
+    if checkpoint_every_s is not None:
+        cadence = type(cadence)(seconds=checkpoint_every_s)
+    last_ckpt, last_cost = time.monotonic(), 0.0
+    stop: dict[str, int | None] = {"signal": None}
+    loss_sum = torch.zeros(S, dtype=torch.float64, device=device)
 
     def checkpoint(target: Path, step_in_epoch: int = 0) -> Path:
+        nonlocal last_ckpt, last_cost
+        began = time.monotonic()
         position = {"epoch": epoch, "step_in_epoch": step_in_epoch, "global_step": epoch * steps + step_in_epoch,
                     "finished": False}
-        return save_training_checkpoint(target, model, optimizer, position=position, curves=curves,
-                                        wall_time_s=time.perf_counter() - started, members=len(configs))
+        saved = save_training_checkpoint(target, model, optimizer, position=position, curves=curves,
+                                         wall_time_s=time.perf_counter() - started, members=len(configs),
+                                         segments=segments, epoch_loss=loss_sum.tolist() if step_in_epoch else None)
+        last_ckpt, last_cost = time.monotonic(), time.monotonic() - began
+        return saved
+
+    def due(global_step: int, at_epoch_end: bool) -> bool:
+        """Whether the cadence asks for a checkpoint after ``global_step`` optimizer steps (``fit``'s rules;
+        an explicit ``checkpoint_every_s`` is looked at only at the end of an epoch)."""
+        now = time.monotonic()
+        if checkpoint_every_s is not None and not at_epoch_end:
+            return False
+        if cadence.steps is not None and global_step % cadence.steps == 0:
+            return True
+        if cadence.seconds is not None and now - last_ckpt >= cadence.seconds:
+            return True
+        return cadence.default and at_epoch_end and now - last_ckpt >= last_cost / CHECKPOINT_BUDGET
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if stop["signal"] is not None:  # a second signal: stop at once, keep the last checkpoint
+            raise TrainingInterrupted(signal.Signals(signum).name, path if path.exists() else None,
+                                      epoch * steps, epochs * steps, saved=False)
+        stop["signal"] = signum
 
     def record(step: int) -> None:
         errors = _stacked_test_errors(model, test_on_device)
@@ -494,39 +533,50 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
     bar = progress_bar(epochs, initial=epoch, unit="epoch", desc=f"stacked x{S} d={c0['depth']}", progress=progress)
     model.train()
     try:
-        while epoch < epochs:
-            order = torch.stack([epoch_permutation(n, c["seed"], epoch) for c in configs]).to(device)  # (S, n)
-            loss_sum = torch.zeros(S, dtype=torch.float64, device=device)
-            for step in range(steps):
-                idx = order[:, step * batch:(step + 1) * batch]
-                losses = model.member_losses(model(X[idx]), y[idx])  # (S,)
-                values = losses.tolist()
-                bad = first_nonfinite(values)  # checked before the update, as in fit
-                if bad is not None:
-                    saved = checkpoint(nonfinite_checkpoint_path(checkpoint_dir), step)
-                    at, member = epoch * steps + step, configs[bad]
-                    raise NonFiniteLossError(at, epoch, values[bad], saved, at,
-                                             detail=f"member {bad} ({member['kind']}, seed {member['seed']})")
-                optimizer.zero_grad(set_to_none=True)
-                losses.sum().backward()
-                optimizer.step()
-                loss_sum += losses.detach().double() * idx.shape[1]
-            epoch += 1
-            wall = time.perf_counter() - started
-            for s in range(S):
-                c = curves[s]
-                for key, value in (("epoch", epoch), ("step", epoch * steps), ("train_loss", loss_sum[s].item() / n),
-                                   ("lr", c0["lr"]), ("time_s", wall)):
-                    c.setdefault(key, []).append(value)
-            record(epoch * steps)
-            if bar is not None:
-                bar.update(epoch - bar.n)
-            if epoch < epochs and time.monotonic() - last_ckpt >= checkpoint_every_s:
-                checkpoint(path)
-                last_ckpt = time.monotonic()
+        with stop_on_signals(on_signal):
+            while epoch < epochs:
+                order = torch.stack([epoch_permutation(n, c["seed"], epoch) for c in configs]).to(device)  # (S, n)
+                loss_sum = torch.zeros(S, dtype=torch.float64, device=device)
+                if resumed_loss is not None:  # resumed inside this epoch: its running losses so far
+                    loss_sum = torch.tensor(resumed_loss, dtype=torch.float64, device=device)
+                    resumed_loss = None
+                for step in range(start_step, steps):
+                    idx = order[:, step * batch:(step + 1) * batch]
+                    losses = model.member_losses(model(X[idx]), y[idx])  # (S,)
+                    values = losses.tolist()
+                    bad = first_nonfinite(values)  # checked before the update, as in fit
+                    if bad is not None:
+                        saved = checkpoint(nonfinite_checkpoint_path(checkpoint_dir), step)
+                        at, member = epoch * steps + step, configs[bad]
+                        raise NonFiniteLossError(at, epoch, values[bad], saved, at,
+                                                 detail=f"member {bad} ({member['kind']}, seed {member['seed']})")
+                    optimizer.zero_grad(set_to_none=True)
+                    losses.sum().backward()
+                    optimizer.step()
+                    loss_sum += losses.detach().double() * idx.shape[1]
+                    if stop["signal"] is not None:
+                        name = signal.Signals(stop["signal"]).name
+                        raise TrainingInterrupted(name, checkpoint(path, step + 1), epoch * steps + step + 1,
+                                                  epochs * steps)
+                    if step + 1 < steps and due(epoch * steps + step + 1, at_epoch_end=False):
+                        checkpoint(path, step + 1)
+                start_step = 0
+                epoch += 1
+                wall = time.perf_counter() - started
+                for s in range(S):
+                    c = curves[s]
+                    for key, value in (("epoch", epoch), ("step", epoch * steps),
+                                       ("train_loss", loss_sum[s].item() / n), ("lr", c0["lr"]), ("time_s", wall)):
+                        c.setdefault(key, []).append(value)
+                record(epoch * steps)
+                if bar is not None:
+                    bar.update(epoch - bar.n)
+                if epoch < epochs and due(epoch * steps, at_epoch_end=True):
+                    checkpoint(path)
     finally:
         if bar is not None:
             bar.close()
+    record_segments(time.perf_counter() - started, prior_wall, segments)
     model.cpu()
     members = model.write_back()
     outs = []
