@@ -20,8 +20,7 @@ from hacn_core.engine.items import (
     W_EXACT,
     W_LIT,
     PaperItem,
-    find_item,
-    index_items,
+    item_lookup,
 )
 from hacn_core.gates import paper_items as gates_items
 from hacn_core.hacn import paper_items as hacn_items
@@ -40,7 +39,7 @@ __all__ = [
 ]
 
 PAPER_ITEMS: tuple[PaperItem, ...] = hacn_items.ITEMS + awnn_items.ITEMS + gates_items.ITEMS
-_BY_ID = index_items(PAPER_ITEMS)
+item = item_lookup(PAPER_ITEMS)
 
 
 def items_for(paper: str) -> tuple[PaperItem, ...]:
@@ -58,9 +57,6 @@ def items_for(paper: str) -> tuple[PaperItem, ...]:
     return tuple(it for it in PAPER_ITEMS if it.paper == name)
 
 
-def item(id: str) -> PaperItem:  # noqa: A002 - the field is called id
-    """The item with this id; a KeyError lists the closest ids when there is none."""
-    return find_item(_BY_ID, id)
 
 
 def as_records(paper: str | None = None) -> list[dict[str, Any]]:

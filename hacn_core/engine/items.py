@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 #: The three papers, as spelled in :attr:`PaperItem.paper`.
@@ -94,3 +94,14 @@ def find_item(table: dict[str, PaperItem], id: str) -> PaperItem:  # noqa: A002 
         close = difflib.get_close_matches(id, list(table), n=5, cutoff=0.5)
         hint = f"; closest ids: {', '.join(close)}" if close else ""
         raise KeyError(f"no paper item with id {id!r}{hint}") from None
+
+
+def item_lookup(items: Iterable[PaperItem], whose: str = "") -> Callable[[str], PaperItem]:
+    """``item(id)`` over ``items`` (indexed once; a duplicate id fails here), for a paper's ``paper_items`` module."""
+    table = index_items(items)
+
+    def item(id: str) -> PaperItem:  # noqa: A002 - the field is called id
+        return find_item(table, id)
+
+    item.__doc__ = f"The {whose + ' ' if whose else ''}item with this id; a KeyError lists the closest ids."
+    return item

@@ -9,7 +9,7 @@ reports and the ledger read it from here (:func:`item`).
 
 from __future__ import annotations
 
-from hacn_core.engine.items import W_EXACT, W_LIT, PaperItem, find_item, index_items
+from hacn_core.engine.items import W_EXACT, W_LIT, PaperItem, item_lookup
 
 PAPER = "Residual Gates"
 
@@ -200,9 +200,4 @@ def _items() -> list[PaperItem]:
 
 #: Every Residual Gates item, in paper order.
 ITEMS: tuple[PaperItem, ...] = tuple(_items())
-_BY_ID = index_items(ITEMS)
-
-
-def item(id: str) -> PaperItem:  # noqa: A002 - the field is called id
-    """The Residual Gates item with this id; a KeyError lists the closest ids when there is none."""
-    return find_item(_BY_ID, id)
+item = item_lookup(ITEMS, PAPER)

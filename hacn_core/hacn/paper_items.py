@@ -11,7 +11,7 @@ reports and the ledger read it from here (:func:`item`).
 
 from __future__ import annotations
 
-from hacn_core.engine.items import W_EXACT, PaperItem, find_item, index_items
+from hacn_core.engine.items import W_EXACT, PaperItem, item_lookup
 
 PAPER = "H-ACN"
 
@@ -287,9 +287,4 @@ def _items() -> list[PaperItem]:
 
 #: Every H-ACN item, in paper order.
 ITEMS: tuple[PaperItem, ...] = tuple(_items())
-_BY_ID = index_items(ITEMS)
-
-
-def item(id: str) -> PaperItem:  # noqa: A002 - the field is called id
-    """The H-ACN item with this id; a KeyError lists the closest ids when there is none."""
-    return find_item(_BY_ID, id)
+item = item_lookup(ITEMS, PAPER)
