@@ -17,7 +17,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -44,9 +44,6 @@ from hacn_core.engine.results import (
     training_allowed,
     with_earlier_segments,
 )
-
-if TYPE_CHECKING:
-    from hacn_core.engine.dry_run import DryRunPlan
 
 
 def with_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,7 +184,9 @@ class Experiment:
     # Optional dry run (hacn_core.engine.dry_run): ``plan(config)`` says how a configuration
     # trains (model, synthetic batch, loss, optimizer, schedule), one plan per model it trains.
     # None: the experiment trains no model (timings, exact checks).
-    plan: Callable[[dict[str, Any]], DryRunPlan | Sequence[DryRunPlan]] | None = None
+    # config -> hacn_core.engine.dry_run.DryRunPlan (or several); typed loosely so that the registry does not
+    # import the dry run, which imports the registry
+    plan: Callable[[dict[str, Any]], Any] | None = None
     # Whether torchrun's ranks can train a run together (through fit's DDP). False for
     # models whose parameters change shape while training (AWNN's adaptive width):
     # DistributedDataParallel cannot follow them.
