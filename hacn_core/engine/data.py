@@ -453,3 +453,21 @@ def synthetic_splits(name: str, seed: int = 0) -> dict[str, tuple[Tensor, Tensor
     x, y = synthetic_dataset(name, seed)
     parts = stratified_split(y, SYNTHETIC[name].split, seed)
     return {key: (x[idx], y[idx]) for key, idx in zip(("train", "val", "test"), parts, strict=True)}
+
+
+@dataclass(frozen=True)
+class ImageSplit:
+    """The training split of a standard image dataset: images, shape of one image, classes."""
+
+    n_train: int
+    shape: tuple[int, int, int]
+    classes: int
+
+
+#: training splits of the image datasets the studies use (torchvision's standard splits)
+IMAGE_TRAIN_SPLITS: dict[str, ImageSplit] = {
+    "MNIST": ImageSplit(60_000, (1, 28, 28), 10),
+    "FashionMNIST": ImageSplit(60_000, (1, 28, 28), 10),
+    "CIFAR10": ImageSplit(50_000, (3, 32, 32), 10),
+    "CIFAR100": ImageSplit(50_000, (3, 32, 32), 100),
+}

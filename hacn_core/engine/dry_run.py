@@ -94,24 +94,6 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@dataclass(frozen=True)
-class ImageSplit:
-    """The training split of a standard image dataset: images, shape of one image, classes."""
-
-    n_train: int
-    shape: tuple[int, int, int]
-    classes: int
-
-
-#: training splits of the image datasets the studies use (torchvision's standard splits)
-IMAGE_TRAIN_SPLITS: dict[str, ImageSplit] = {
-    "MNIST": ImageSplit(60_000, (1, 28, 28), 10),
-    "FashionMNIST": ImageSplit(60_000, (1, 28, 28), 10),
-    "CIFAR10": ImageSplit(50_000, (3, 32, 32), 10),
-    "CIFAR100": ImageSplit(50_000, (3, 32, 32), 100),
-}
-
-
 def classification_batch(shape: Sequence[int], classes: int, seed: int = 0) -> Callable[[int], tuple[Tensor, Tensor]]:
     """A batch maker: ``make(b)`` returns standard-normal inputs ``(b, *shape)`` and uniform labels ``(b,)``."""
     shape = tuple(int(s) for s in shape)

@@ -560,7 +560,8 @@ def _links() -> tuple[Link, ...]:
 def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
     """One run's dry run (``hacn_core.engine.dry_run``): :func:`build_model` on synthetic 32x32 images of
     the dataset's channels, the SGD of :func:`train_config`, the training split (or ``train_subset``)."""
-    from hacn_core.engine.dry_run import IMAGE_TRAIN_SPLITS, DryRunPlan, classification_batch
+    from hacn_core.engine.data import IMAGE_TRAIN_SPLITS
+    from hacn_core.engine.dry_run import DryRunPlan, classification_batch
 
     network = network_config(config)
     split = IMAGE_TRAIN_SPLITS["FashionMNIST" if config["dataset"] == "FashionMNIST32" else config["dataset"]]

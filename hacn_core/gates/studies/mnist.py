@@ -595,7 +595,8 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
     """One run's dry run (``hacn_core.engine.dry_run``): the study's network (:func:`_build_model`) on
     flattened 784-pixel inputs, NAdam as :func:`train_gates_mnist` trains, MNIST's 60,000 training
     images (or ``train_subset``)."""
-    from hacn_core.engine.dry_run import IMAGE_TRAIN_SPLITS, DryRunPlan, classification_batch
+    from hacn_core.engine.data import IMAGE_TRAIN_SPLITS
+    from hacn_core.engine.dry_run import DryRunPlan, classification_batch
 
     _check_config(config)
     split = IMAGE_TRAIN_SPLITS["MNIST"]

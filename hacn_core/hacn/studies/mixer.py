@@ -374,7 +374,8 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
     dataset's shape, AdamW as :func:`train_hacn_mixer` trains, the epochs of :func:`epochs_for` and the
     training-set size of :func:`load_data` (balanced classes; 2 classes keep 2/10 of them, then the
     validation images and ``train_subset``)."""
-    from hacn_core.engine.dry_run import IMAGE_TRAIN_SPLITS, DryRunPlan, classification_batch
+    from hacn_core.engine.data import IMAGE_TRAIN_SPLITS
+    from hacn_core.engine.dry_run import DryRunPlan, classification_batch
 
     check_config(config)
     split = IMAGE_TRAIN_SPLITS[config["dataset"]]
@@ -505,7 +506,8 @@ def cost_dry_run_plan(config: dict[str, Any]) -> list[DryRunPlan]:
     """The dry run of the cost measurement: one plan per architecture :func:`measure_step_costs` builds,
     each taking ``repeats x (1 untimed + steps timed)`` AdamW steps on one batch of ``batch_size``
     (written as ``repeats`` epochs over ``(steps + 1) x batch_size`` images)."""
-    from hacn_core.engine.dry_run import IMAGE_TRAIN_SPLITS, DryRunPlan, classification_batch
+    from hacn_core.engine.data import IMAGE_TRAIN_SPLITS
+    from hacn_core.engine.dry_run import DryRunPlan, classification_batch
 
     split = IMAGE_TRAIN_SPLITS[config["dataset"]]
     train = TrainConfig(epochs=config["repeats"], batch_size=config["batch_size"], lr=config["lr"], optimizer="adamw",
