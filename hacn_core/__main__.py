@@ -11,6 +11,11 @@
     python -m hacn_core ledger --format csv > ledger.csv            # or json: for pandas and scripts
     python -m hacn_core fetch MNIST               # download a dataset into the data root
 
+``run`` never trains a configuration twice at once: a run another live process is
+training (its ``run.lock`` beside the checkpoints) is skipped with a line saying so,
+so two background workers started on the same experiment share its runs, and a
+worker started again after an interruption resumes each run from its checkpoint.
+
 ``run --dry-run`` stores nothing. For every group of configurations that build the
 same model on the same input shape it builds the study's model, takes one training
 step (forward, loss, backward, optimizer step; AWNN: the ELBO and the width update)
@@ -238,7 +243,7 @@ def _command(args: argparse.Namespace) -> int:
             print(f"smoke profile: results go to {store.root} (a temporary folder, never results/; "
                   "--results DIR to choose)")
         results = run_experiment(experiment, profile, store=store, where=where, stacked=args.stacked,
-                                 threads=args.threads)
+                                 threads=args.threads, skip_running=True)
         for result in results if rank0 else ():
             metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.metrics.items())
             print(f"{result.config_hash} seed={result.seed}: {metrics}")

@@ -25,6 +25,7 @@ from hacn_core.hacn.studies import mixer
 EXPERIMENTS: dict[str, Experiment] = by_id(
     # H-ACN (hacn_core/hacn/studies/)
     mixer.EXPERIMENT,  # hacn-mixer: Mixer rules, Tables 2-3, Figs. 2, 5, 7
+    mixer.LONG,  # hacn-mixer-long: the same study trained until the residual weights settle
     mixer.COST,  # hacn-mixer-cost: time and memory per step of each rule
     # AWNN (hacn_core/awnn/studies/)
     tabular.EXPERIMENT,  # awnn-tabular-fixed: Table 1's fixed MLPs and Table 3's grid

@@ -137,7 +137,7 @@ def test_checkpoints_live_in_the_store_and_go_once_the_result_is_saved(tmp_path)
     seen = []
 
     def train(config, context):
-        context.checkpoint_dir.mkdir(parents=True)
+        assert (context.checkpoint_dir / "run.lock").exists()  # the folder exists already: it holds the lock
         (context.checkpoint_dir / "last.pt").write_bytes(b"state")
         seen.append(context.checkpoint_dir)
         return {"metrics": {"acc": 1.0}}
@@ -152,8 +152,10 @@ def test_a_result_stored_by_another_process_meanwhile_is_kept(tmp_path):
     store = ResultsStore(tmp_path)
 
     def train(config, context):
-        # another process finishes the same configuration while this one trains
-        run_or_load("exp-a", config, lambda c, ctx: {"metrics": {"acc": 0.5}}, store=store)
+        # another process finishes the same configuration while this one trains (one that did not see the lock,
+        # e.g. on another machine sharing the store): it files its result directly
+        R.store_trained("exp-a", config, {"metrics": {"acc": 0.5}}, store=store, profile=None,
+                        version=R.begin_training(), wall_s=1.0, segments=None)
         return {"metrics": {"acc": 0.9}}
 
     with pytest.warns(UserWarning, match="written by another run"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from hacn_core.engine.results import (
     DistributedRunError,
     PendingResultError,
     ResultsStore,
+    RunInProgressError,
     RunResult,
     TrainFn,
     begin_training,
@@ -38,6 +40,7 @@ from hacn_core.engine.results import (
     pinned_threads,
     planned_execution,
     requested_threads,
+    run_lock,
     run_or_load,
     store_trained,
     stored_or_pending,
@@ -255,8 +258,14 @@ def run_experiment(
     progress: bool = True,
     stacked: bool = False,
     threads: int | None = None,
+    skip_running: bool = False,
 ) -> list[RunResult]:
     """Run (or load) every configuration of an experiment at ``profile``.
+
+    ``skip_running``: a configuration another live process is training now
+    (:class:`~hacn_core.engine.results.RunInProgressError`) is skipped instead of
+    raising, so two workers started on the same experiment share its runs (each
+    takes the next one nobody holds); the returned list then lacks those runs.
 
     ``where`` restricts to the configurations whose entries match it; one that
     matches none raises :class:`WhereError` naming the keys or values the grid has
@@ -276,18 +285,13 @@ def run_experiment(
     results = []
     quiet = not progress or os.environ.get("HACN_QUIET") == "1" or len(configs) < 2
     for config in tqdm(configs, desc=experiment.id, disable=quiet, leave=False):
-        results.append(
-            run_or_load(
-                experiment.id,
-                config,
-                experiment.train,
-                store=store,
-                profile=profile,
-                allow_train=allow_train,
-                progress=progress,
-                threads=threads,
-            )
-        )
+        try:
+            results.append(run_or_load(experiment.id, config, experiment.train, store=store, profile=profile,
+                                       allow_train=allow_train, progress=progress, threads=threads))
+        except RunInProgressError as err:
+            if not skip_running:
+                raise
+            print(f"skipped: {err}", file=sys.stderr)
     return results
 
 
@@ -312,10 +316,11 @@ def _train_stacked(experiment: Experiment, configs: Sequence[dict[str, Any]], st
         hashes = sorted(config_hash(filed_config(c, plan)) for c in group)
         check_can_store(store, experiment.id, {"stack": hashes}, profile)
         checkpoint_dir = store.checkpoint_dir(experiment.id, {"stack": hashes})
-        version = begin_training()
-        started = time.perf_counter()
-        outs = experiment.train_stacked(group, checkpoint_dir, progress)
-        wall, segments = with_earlier_segments(time.perf_counter() - started)
+        with run_lock(checkpoint_dir, f"{experiment.id} (stack of {len(group)} runs)"):
+            version = begin_training()
+            started = time.perf_counter()
+            outs = experiment.train_stacked(group, checkpoint_dir, progress)
+            wall, segments = with_earlier_segments(time.perf_counter() - started)
         pending = []
         for config, out in zip(group, outs, strict=True):
             try:

@@ -113,6 +113,72 @@ class DistributedRunError(ResultError):
     """A run launched by torchrun that cannot be trained by its ranks together."""
 
 
+class RunInProgressError(ResultError):
+    """Another live process is training this configuration now (its lock file names it)."""
+
+    def __init__(self, message: str, lock: Path) -> None:
+        super().__init__(message)
+        self.lock = lock
+
+
+LOCK_NAME = "run.lock"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def run_lock(folder: Path, what: str) -> Iterator[Path]:
+    """Hold ``folder/run.lock`` while one process trains ``what``; a second process gets
+    :class:`RunInProgressError` instead of training the same configuration twice.
+
+    The lock is created with ``O_EXCL`` (atomic on a local file system) and holds
+    the owner's host and pid. A lock left by a process that died (same host, pid
+    gone, e.g. after ``kill -9`` or a power cut) is stale and taken over; the
+    checkpoints beside it are where the new owner resumes from. Released on exit,
+    also when training raises or is interrupted.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / LOCK_NAME
+    me = {"host": platform.node(), "pid": os.getpid(), "since": _dt.datetime.now(_dt.timezone.utc).isoformat(
+        timespec="seconds")}
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                owner = json.loads(lock.read_text())
+                pid, host = int(owner["pid"]), str(owner["host"])
+            except (OSError, ValueError, KeyError, TypeError):
+                owner, pid, host = {}, -1, platform.node()  # unreadable (a writer died mid-write): stale
+            if host != platform.node() or (pid > 0 and _pid_alive(pid)):
+                raise RunInProgressError(
+                    f"{what} is being trained by pid {pid} on {host} since {owner.get('since', '?')} "
+                    f"(lock {lock}); wait for it, or stop that process. A lock whose process is gone is "
+                    "taken over automatically.", lock) from None
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(me))
+        break
+    else:  # pragma: no cover - three races lost in a row
+        raise RunInProgressError(f"{what}: could not take the lock {lock}", lock)
+    try:
+        yield lock
+    finally:
+        with contextlib.suppress(FileNotFoundError, OSError):
+            if json.loads(lock.read_text()).get("pid") == me["pid"]:
+                lock.unlink()
+
+
 def _canonical(value: Any) -> Any:
     """JSON-ready form of a configuration value (tuples become lists, keys strings)."""
     if isinstance(value, Mapping):
@@ -727,6 +793,17 @@ def _run_or_load(experiment: str, config: Mapping[str, Any], train: TrainFn, *, 
     if plan.rank == 0:  # the other ranks write nothing
         check_can_store(store, experiment, filed, profile)
     context = RunContext(experiment, store.checkpoint_dir(experiment, filed), progress)
+    if plan.rank != 0:
+        return _train_and_store(experiment, config, train, context, store, profile)
+    with run_lock(context.checkpoint_dir, f"{experiment} (config hash {config_hash(filed)})"):
+        found = stored_or_pending(store, experiment, filed, rank=plan.rank)  # finished while we waited for the lock
+        if found is not None:
+            return found
+        return _train_and_store(experiment, config, train, context, store, profile)
+
+
+def _train_and_store(experiment: str, config: dict[str, Any], train: TrainFn, context: RunContext,
+                     store: ResultsStore, profile: str | None) -> RunResult:
     version = begin_training()
     started = time.perf_counter()
     out = train(dict(config), context)

@@ -53,14 +53,17 @@ show of the runs (tables beside the paper's values, figures) is in
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from hacn_core.engine.checkpoint import save_checkpoint
 from hacn_core.engine.data import image_tensors
 from hacn_core.engine.registry import Experiment, Link
 from hacn_core.engine.results import RunContext
@@ -85,6 +88,7 @@ STUDY_RULES: tuple[str, ...] = ("resnet", "acn", "hacn", "hacn_code_mixer", "den
 WEIGHTED_RULES: tuple[str, ...] = ("hacn", "hacn_code_mixer")  # rules with Eq. 2 weights a_i
 TABLE2_MUS: tuple[float, ...] = (0.25, 0.75, 1.0)
 SEEDS: tuple[int, ...] = (0, 1, 2)
+KEEP_MODELS_ENV = "HACN_KEEP_MODELS"  # a folder: keep each trained model's weights there
 SUBSET_SEED = 0  # the training subset and the validation split are the same for every run
 VAL_SIZE = 5000  # images held out of the training set for per-epoch validation accuracy
 
@@ -178,6 +182,36 @@ def book_configs() -> list[dict[str, Any]]:
 def smoke_configs() -> list[dict[str, Any]]:
     """Seconds-long runs for the notebook tests: ResNet / ACN / H-ACN on 10 and 2 classes, seed 0."""
     return _study("smoke", (0,), rules=("resnet", "acn", "hacn"), mus=(0.25,), dense=False)
+
+
+#: epochs of the converged study over the 55,000 training images (430 steps an epoch, 12,900 steps a run)
+LONG_EPOCHS = 30
+#: standard deviations of the zero-mean Gaussian input noise of the robustness test (Fig. 3c's 0.1 and 0.3 and
+#: two stronger levels), in units of the standardised inputs (unit variance per channel)
+NOISE_STDS: tuple[float, ...] = (0.1, 0.3, 0.5, 1.0)
+NOISE_SEED = 1234  # the same noise for every run, so rules are compared on identical noisy images
+
+
+def long_configs() -> list[dict[str, Any]]:
+    """The converged study (``hacn-mixer-long``): the book's Mixer on all 55,000 training images, 30 epochs.
+
+    In the order the background workers take them, so that what finishes first answers the most:
+    ResNet / ACN / H-ACN on 10 and 2 classes seed by seed (18 runs); then Table 2's mu = 0.75 and 1 and
+    the public-code rule (9); then the equal-budget rules (12); last the half-budget H-ACN runs that test
+    whether the residual weights had settled (15 epochs, 6 runs at half the cost).
+    """
+    long = dict(train_subset=None, epochs=LONG_EPOCHS, record_every_steps=50)
+    configs = [make_config(rule, seed, num_classes=k, **long)
+               for seed in SEEDS for k in (10, 2) for rule in ("resnet", "acn", "hacn")]
+    for seed in SEEDS:
+        configs += [make_config("hacn", seed, alpha_mu=mu, **long) for mu in TABLE2_MUS if mu != 0.25]
+        configs.append(make_config("hacn_code_mixer", seed, **long))
+    for seed in SEEDS:
+        configs += [make_config(rule, seed, **long) for rule in ("denseformer", "rezero", "laurel")]
+        configs.append(make_config("resnet", seed, arch="dense_mixer", **long))
+    half = long | {"epochs": LONG_EPOCHS // 2}
+    configs += [make_config("hacn", seed, num_classes=k, **half) for seed in SEEDS for k in (10, 2)]
+    return configs
 
 
 def check_config(config: dict[str, Any]) -> None:
@@ -291,6 +325,22 @@ def saved_activation_bytes(model: nn.Module, batch: tuple[Tensor, Tensor]) -> in
     return total
 
 
+@torch.no_grad()
+def noise_accuracy(model: nn.Module, x: Tensor, y: Tensor, std: float, *, seed: int = NOISE_SEED,
+                   batch: int = 1000) -> float:
+    """Accuracy on ``x + std * N(0, 1)`` (Fig. 3c's test, here on standardised images), one fixed noise draw."""
+    device = next(model.parameters()).device
+    noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype)  # one draw
+    was_training = model.training
+    model.eval()
+    correct = 0
+    for i in range(0, len(x), batch):
+        noisy = x[i:i + batch] + std * noise[i:i + batch]
+        correct += int((model(noisy.to(device)).argmax(-1).cpu() == y[i:i + batch]).sum())
+    model.train(was_training)
+    return correct / len(x)
+
+
 def alpha_history(curves: dict[str, list], num_layers: int) -> np.ndarray | None:
     """``(records, L)`` residual weights ``a_1..a_L`` at every record point, or None without weights."""
     names = [f"param/stack.alpha.{i}" for i in range(num_layers)]
@@ -347,8 +397,15 @@ def train_hacn_mixer(config: dict[str, Any], context: RunContext) -> dict[str, A
         "seconds_per_epoch": float(np.median(epoch_seconds)) if len(epoch_seconds) else None,
         "saved_activation_bytes": saved_activation_bytes(model, probe),
     }
+    for std in NOISE_STDS:
+        metrics[f"noise_accuracy/{std:g}"] = noise_accuracy(model, test_x, test_y, std)
     if device.type == "cuda":
         metrics["peak_cuda_bytes"] = int(torch.cuda.max_memory_allocated(device))
+    keep = os.environ.get(KEEP_MODELS_ENV)
+    if keep:  # the trained weights, for measurements added after the run (not part of the result)
+        target = Path(keep) / context.experiment / f"{context.checkpoint_dir.name}.pt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        save_checkpoint({"config": config, "model": model.state_dict()}, target)
     curves: dict[str, list] = {
         "epoch": c["epoch"], "train_loss": c["train_loss"], "time_s": c["time_s"],
         "eval_epoch": c["eval_epoch"], "val_accuracy": c["val_accuracy"],
@@ -415,6 +472,23 @@ EXPERIMENT = Experiment(
             Link("hacn/fig6b/gamma-evolution", "gamma_max", {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10}),
         )
     ),
+)
+
+
+LONG_ID = "hacn-mixer-long"
+
+LONG = Experiment(
+    id=LONG_ID,
+    title="H-ACN MLP-Mixer trained until the residual weights settle (H-ACN Figs. 2, 3c, 5-7, Tables 2-3)",
+    train=train_hacn_mixer,
+    plan=dry_run_plan,
+    configs={"smoke": smoke_configs, "book": long_configs, "paper": paper_configs},
+    setting={
+        "smoke": "2-layer Mixer, 2,000 Fashion-MNIST images, 1 epoch, seed 0",
+        "book": f"16-layer Mixer scaled to d 32 / patch 7 on all 55,000 Fashion-MNIST training images, "
+                f"{LONG_EPOCHS} epochs (12,900 steps; 2-class: equal steps), AdamW cosine, seeds 0-2",
+        "paper": "Appendix A Mixer on CIFAR-10 (and CIFAR-2), AdamW lr 1e-3 cosine, batch 64, 300 epochs, seeds 0-2",
+    },
 )
 
 

@@ -1,0 +1,81 @@
+"""A configuration is never trained by two processes at once (engine.results.run_lock)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hacn_core.engine.registry import Experiment, run_experiment
+from hacn_core.engine.results import LOCK_NAME, ResultsStore, RunInProgressError, config_hash, run_lock, run_or_load
+
+
+def _train(config, context):
+    return {"metrics": {"value": float(config["x"])}}
+
+
+def test_second_holder_is_refused_and_lock_released(tmp_path):
+    with run_lock(tmp_path, "run A") as lock:
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+        with pytest.raises(RunInProgressError, match="run A is being trained by pid"):
+            with run_lock(tmp_path, "run A"):
+                pass
+    assert not (tmp_path / LOCK_NAME).exists()
+    with run_lock(tmp_path, "run A"):  # free again
+        pass
+
+
+def test_lock_released_when_training_raises(tmp_path):
+    with pytest.raises(KeyError):
+        with run_lock(tmp_path, "run A"):
+            raise KeyError("boom")
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    import platform
+    (tmp_path / LOCK_NAME).write_text(json.dumps({"host": platform.node(), "pid": pid, "since": "x"}))
+    with run_lock(tmp_path, "run A") as lock:
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    (tmp_path / LOCK_NAME).write_text("{not json")  # a writer died mid-write: stale too
+    with run_lock(tmp_path, "run A"):
+        pass
+
+
+def test_run_or_load_refuses_a_held_configuration_and_run_experiment_skips_it(tmp_path, capsys):
+    store = ResultsStore(tmp_path)
+    held = {"x": 1}
+    with run_lock(store.checkpoint_dir("exp", held), "held"):
+        with pytest.raises(RunInProgressError):
+            run_or_load("exp", held, _train, store=store, progress=False)
+        experiment = Experiment(id="exp", title="t", train=_train, configs={"book": lambda: [{"x": 1}, {"x": 2}]}, setting={"book": "t"})
+        results = run_experiment(experiment, "book", store=store, progress=False, skip_running=True)
+    assert [r.config["x"] for r in results] == [2]  # the held one was skipped, the free one trained
+    assert "skipped" in capsys.readouterr().err
+    assert store.load("exp", held) is None
+    assert run_or_load("exp", held, _train, store=store, progress=False).metrics["value"] == 1.0  # lock gone
+    assert not store.checkpoint_dir("exp", held).exists()  # checkpoints and lock removed with the stored result
+    assert config_hash(held)
+
+
+def test_noise_accuracy_is_clean_accuracy_at_zero_and_deterministic():
+    import torch
+    from torch import nn
+
+    from hacn_core.hacn.studies.mixer import noise_accuracy
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
+    x, y = torch.randn(50, 1, 2, 2), torch.randint(0, 3, (50,))
+    clean = float((model(x).argmax(-1) == y).float().mean())
+    assert noise_accuracy(model, x, y, 0.0, batch=7) == pytest.approx(clean)
+    a, b = noise_accuracy(model, x, y, 0.5), noise_accuracy(model, x, y, 0.5, batch=13)
+    assert a == b  # the same noise whatever the batch: one generator drawn in order
+    gen = torch.Generator().manual_seed(1234)
+    noisy = x + 0.5 * torch.randn(x.shape, generator=gen)
+    assert a == pytest.approx(float((model(noisy).argmax(-1) == y).float().mean()))
