@@ -44,6 +44,27 @@ def estimate(values: Sequence[float], confidence: float = 0.95) -> Estimate:
     return Estimate(float(x.mean()), float(t * sem), int(x.size))
 
 
+def difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> Estimate:
+    """``mean(a) - mean(b)`` with Welch's confidence half-width (unequal variances, Welch-Satterthwaite
+    degrees of freedom); ``n`` is the smaller sample. ``nan`` width when either side has one value, or
+    when both have zero spread (then the difference is exact: width 0)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size == 0 or y.size == 0:
+        raise ValueError("a and b must not be empty")
+    diff = float(x.mean() - y.mean())
+    n = int(min(x.size, y.size))
+    if x.size < 2 or y.size < 2:
+        return Estimate(diff, float("nan"), n)
+    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    if vx + vy == 0:
+        return Estimate(diff, 0.0, n)
+    from scipy import stats
+
+    df = (vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1))
+    t = stats.t.ppf(0.5 + confidence / 2, df=df)
+    return Estimate(diff, float(t * math.sqrt(vx + vy)), n)
+
+
 def round_significant(values: Sequence[float], digits: int) -> list[float]:
     """``values`` rounded to ``digits`` significant digits (non-finite values unchanged).
 

@@ -196,21 +196,21 @@ def long_configs() -> list[dict[str, Any]]:
     """The converged study (``hacn-mixer-long``): the book's Mixer on all 55,000 training images, 30 epochs.
 
     In the order the background workers take them, so that what finishes first answers the most:
-    ResNet / ACN / H-ACN on 10 and 2 classes seed by seed (18 runs); then Table 2's mu = 0.75 and 1 and
-    the public-code rule (9); then the equal-budget rules (12); last the half-budget H-ACN runs that test
-    whether the residual weights had settled (15 epochs, 6 runs at half the cost).
+    ResNet / ACN / H-ACN on 10 and 2 classes seed by seed (18 runs); then the half-budget H-ACN runs that
+    test whether the residual weights had settled (15 epochs, 6 runs at half the cost); then Table 2's
+    mu = 0.75 and 1 and the public-code rule (9); last the equal-budget rules (12).
     """
     long = dict(train_subset=None, epochs=LONG_EPOCHS, record_every_steps=50)
     configs = [make_config(rule, seed, num_classes=k, **long)
                for seed in SEEDS for k in (10, 2) for rule in ("resnet", "acn", "hacn")]
+    half = long | {"epochs": LONG_EPOCHS // 2}
+    configs += [make_config("hacn", seed, num_classes=k, **half) for seed in SEEDS for k in (10, 2)]
     for seed in SEEDS:
         configs += [make_config("hacn", seed, alpha_mu=mu, **long) for mu in TABLE2_MUS if mu != 0.25]
         configs.append(make_config("hacn_code_mixer", seed, **long))
     for seed in SEEDS:
         configs += [make_config(rule, seed, **long) for rule in ("denseformer", "rezero", "laurel")]
         configs.append(make_config("resnet", seed, arch="dense_mixer", **long))
-    half = long | {"epochs": LONG_EPOCHS // 2}
-    configs += [make_config("hacn", seed, num_classes=k, **half) for seed in SEEDS for k in (10, 2)]
     return configs
 
 

@@ -1,0 +1,119 @@
+"""The converged Mixer study (hacn-mixer-long): its run list, its settling test and its claims table."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hacn_core.engine.results import RunResult, config_hash
+from hacn_core.engine.stats import difference
+from hacn_core.hacn.studies import mixer as hm
+from hacn_core.hacn.studies import mixer_report as hmr
+
+
+def test_welch_difference_matches_a_hand_computation():
+    a, b = [1.0, 2.0, 3.0], [2.0, 4.0]
+    d = difference(a, b)
+    va, vb = 1.0 / 3, 2.0 / 2  # sample variances over n
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 1)
+    from scipy import stats
+
+    assert d.mean == pytest.approx(-1.0) and d.n == 2
+    assert d.half_width == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(va + vb))
+    assert math.isnan(difference([1.0], [2.0, 3.0]).half_width)
+    assert difference([1.0, 1.0], [0.0, 0.0]).half_width == 0.0
+
+
+def test_long_configs_cover_the_issue_and_train_full_data_longer():
+    configs = hm.long_configs()
+    assert len({config_hash(c) for c in configs}) == len(configs) == 45
+    full = [c for c in configs if c["epochs"] == hm.LONG_EPOCHS]
+    assert all(c["train_subset"] is None and c["num_layers"] == 16 for c in configs)
+    key = {(c["arch"], c["rule"], c["num_classes"], c["alpha_mu"]) for c in full}
+    for rule in ("resnet", "acn"):
+        assert ("mixer", rule, 10, None) in key and ("mixer", rule, 2, None) in key
+    for mu in (0.25, 0.75, 1.0):
+        assert ("mixer", "hacn", 10, mu) in key
+    assert ("mixer", "hacn", 2, 0.25) in key and ("mixer", "hacn_code_mixer", 10, 0.25) in key
+    assert ("dense_mixer", None, 10, None) in key
+    # every cell has 3 seeds; the first 18 runs are the core set ResNet / ACN / H-ACN x 10 and 2 classes
+    assert all(sum(1 for c in full if (c["arch"], c["rule"], c["num_classes"], c["alpha_mu"]) == k) == 3 for k in key)
+    assert {(c["rule"], c["num_classes"]) for c in configs[:18]} == {
+        (r, k) for r in ("resnet", "acn", "hacn") for k in (10, 2)}
+    # 55,000 images at batch 128: 430 steps an epoch; the 2-class task gets as many steps
+    n2 = 12000 - 1200
+    assert hm.epochs_for(full[0], 55000) * 430 == 12900
+    two = next(c for c in full if c["num_classes"] == 2)
+    assert abs(hm.epochs_for(two, n2) * math.ceil(n2 / 128) - 12900) <= math.ceil(n2 / 128) / 2
+
+
+def _run(rule, seed, *, classes=10, mu=0.25, acc=0.9, half=0.5, gamma=0.3, loss=0.1, noise=0.8, epochs=30,
+         alphas=None):
+    config = hm.make_config(rule, seed, num_classes=classes, alpha_mu=mu if rule == "hacn" else None,
+                            train_subset=None, epochs=epochs)
+    metrics = {"test_accuracy": acc, "first_half_exit_accuracy": half, "train_loss": loss, "steps": 100,
+               "noise_accuracy/0.1": noise + 0.05, "noise_accuracy/0.3": noise, "noise_accuracy/0.5": noise - 0.1,
+               "noise_accuracy/1": noise - 0.2}
+    curves = {"layerwise_test_accuracy": [0.1, half, acc]}
+    if rule == "hacn":
+        a = np.asarray(alphas if alphas is not None else [gamma] * 4, dtype=float)
+        metrics["gamma"] = float(np.linalg.norm(a) / 2)
+        # a trajectory recorded every 10 steps, moving linearly then stopping at 70% of training
+        steps = np.arange(0, 101, 10)
+        t = np.minimum(steps / 70, 1.0)
+        hist = 0.25 + t[:, None] * (a - 0.25)
+        curves |= {"record_step": steps.tolist(), "alpha_final": a.tolist(),
+                   "delta": np.linalg.norm(hist[-1] - hist, axis=1).tolist(),
+                   "gamma": (np.linalg.norm(hist, axis=1) / 2).tolist()}
+    return RunResult(experiment=hm.LONG_ID, config=config, config_hash=config_hash(config), seed=seed,
+                     metrics=metrics, curves=curves, provenance={})
+
+
+def test_settling_fraction_and_table():
+    r = _run("hacn", 0, alphas=[0.5, 0.4, 0.3, 0.2])
+    assert hmr.last_fifth_fraction(r) == 0.0  # stopped moving at 70% of training
+    table = hmr.settling_table([r, _run("resnet", 0)])
+    assert len(table) == 1 and table.loc[0, "settled"] == "yes" and table.loc[0, "classes"] == 10
+    assert table.loc[0, "total displacement ‖a_T − a_0‖"] == pytest.approx(np.linalg.norm([0.25, 0.15, 0.05, -0.05]))
+
+
+def test_budget_check_and_claims_read_the_runs():
+    runs = []
+    for s in range(3):
+        runs += [_run("resnet", s, acc=0.90 + 0.001 * s, half=0.30 + 0.01 * s, loss=0.20, noise=0.60 + 0.01 * s),
+                 _run("acn", s, acc=0.90, half=0.80 + 0.01 * s, loss=0.30 + 0.01 * s),
+                 _run("hacn", s, acc=0.91, half=0.85 + 0.01 * s, loss=0.10 + 0.01 * s, noise=0.70 + 0.01 * s,
+                      alphas=[0.6 + 0.01 * s, 0.5, 0.4, 0.3 - 0.01 * s]),
+                 _run("hacn", s, classes=2, acc=0.99, half=0.98 + 0.001 * s, alphas=[0.3, 0.2 + 0.01 * s, 0.2, 0.2]),
+                 _run("hacn", s, epochs=15, alphas=[0.6, 0.5, 0.4, 0.3 + 0.01 * s])]
+    full, half = hmr.split_budgets(runs)
+    assert len(full) == 12 and len(half) == 3 and all(r.config["epochs"] == 15 for r in half)
+    check = hmr.budget_check_table(runs)
+    assert list(check["classes"]) == [10] and check.loc[0, "change"].startswith("+")
+    table = hmr.claims(runs).set_index("claim")
+    verdict = {c: (None if table.loc[c, "holds"] is None else bool(table.loc[c, "holds"])) for c in table.index}
+    assert verdict["H-ACN's final accuracy matches the ResNet's"] is True
+    assert verdict["H-ACN compresses: its half-depth exit beats the ResNet's"] is True
+    assert verdict["ACN compresses: its half-depth exit beats the ResNet's"] is True
+    assert verdict["H-ACN trains faster than an ACN (the ACN needs ~100 more epochs of 300)"] is True
+    gamma = next(c for c in table.index if c.startswith("Γ is larger on the harder task"))
+    assert verdict[gamma] is True and "0.428" in gamma and "0.326" in gamma  # read from the paper items
+    noise = next(c for c in table.index if c.startswith("H-ACN is more robust"))
+    assert verdict[noise] is True
+    seeds = next(c for c in table.index if c.startswith("The converged a hardly depend"))
+    assert "92%" in seeds
+    # a claim whose interval straddles 0 cannot be told
+    flat = [_run("resnet", s, half=0.5 + 0.05 * (s - 1)) for s in range(3)]
+    flat += [_run("hacn", s, half=0.5 - 0.05 * (s - 1)) for s in range(3)]
+    flat_table = hmr.claims(flat).set_index("claim")
+    assert flat_table.loc["H-ACN compresses: its half-depth exit beats the ResNet's", "holds"] is None
+
+
+def test_noise_table_has_every_level_and_no_missing_cells():
+    runs = [_run("resnet", s) for s in range(2)] + [_run("hacn", s) for s in range(2)]
+    table = hmr.noise_table(runs)
+    assert list(table.columns) == ["rule", "no noise"] + [f"σ = {s:g}" for s in hm.NOISE_STDS]
+    assert list(table["rule"]) == ["ResNet", "H-ACN"] and not table.isna().any().any()
+    assert table.loc[0, "σ = 0.3"].startswith("80.0")
