@@ -27,9 +27,12 @@ data: env
 
 book: env data book-build
 
+# The book renders stored results only: no training, an empty data root and no downloads,
+# so a fresh clone without the data mirror and without a network builds it.
 book-build:
-	@rm -rf _build/.doctrees _build/html
-	HACN_PROFILE=book HACN_ALLOW_TRAIN=0 HACN_QUIET=1 $(VENV)/bin/jupyter-book build . -W --keep-going
+	@rm -rf _build/.doctrees _build/html _build/empty-data && mkdir -p _build/empty-data
+	HACN_PROFILE=book HACN_ALLOW_TRAIN=0 HACN_QUIET=1 HACN_DATA=$(CURDIR)/_build/empty-data HACN_DOWNLOAD=0 \
+	  $(VENV)/bin/jupyter-book build . -W --keep-going
 	@# the equations must render offline: MathJax from _static/, no CDN
 	@test -f _build/html/_static/mathjax/tex-chtml.js || { echo "book: MathJax missing from _build/html/_static/mathjax"; exit 1; }
 	@! grep -l "cdn.jsdelivr.net/npm/mathjax" -r _build/html --include=*.html || { echo "book: a page loads MathJax from a CDN"; exit 1; }

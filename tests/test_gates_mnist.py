@@ -307,14 +307,28 @@ def test_cost_table_reads_seconds_per_epoch_off_the_runs():
     assert summary[f"all cells x {gm.PAPER_EPOCHS} epochs (paper, one seed), minutes"] == pytest.approx(300 / 60)
 
 
-def test_gate_gradients_at_init_measure_every_gate():
+def test_gate_gradients_at_init_measure_every_gate(monkeypatch, tmp_path):
+    from hacn_core.engine.results import ResultsStore, run_or_load
+    from hacn_core.gates.studies import gradients as gg
+
     data = _fake_mnist(True)
-    one = gr.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)
+    one = gg.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)
     assert one["mean_abs"].shape == (6,) and np.all(one["sign_agreement"] == 1.0)  # one batch: one sign
-    many = gr.gate_gradients_at_init("gated_plain", 6, batches=8, data=data)
+    many = gg.gate_gradients_at_init("gated_plain", 6, batches=8, data=data)
     assert np.all((many["sign_agreement"] >= 0) & (many["sign_agreement"] <= 1)) and np.all(many["mean_abs"] > 0)
     # the first batch is the same draw, so its gradient is the one-batch result
-    assert gr.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)["mean_abs"] == pytest.approx(
+    assert gg.gate_gradients_at_init("gated_plain", 6, batches=1, data=data)["mean_abs"] == pytest.approx(
         one["mean_abs"])
-    table = gr.gate_gradient_table((3, 6), batches=2, data=data)
+    with pytest.raises(ValueError, match="kind='plain' has no gates; allowed: gated_plain, gated_resnet"):
+        gg.gate_gradients_at_init("plain", 6, data=data)
+    # the experiment stores per-third means of exactly these per-gate values; the chapter's table reads them
+    monkeypatch.setattr(gg, "mnist_tensors", lambda train: data)
+    store = ResultsStore(tmp_path)
+    results = [run_or_load(gg.EXPERIMENT_ID, gg.make_config(d, batches=2), gg.measure, store=store, progress=False)
+               for d in (6, 3)]
+    per_gate = gg.gate_gradients_at_init("gated_plain", 6, batches=2, data=data)
+    assert results[0].metrics["mean_abs/first"] == pytest.approx(per_gate["mean_abs"][:2].mean())
+    assert results[0].curves["sign_agreement"] == pytest.approx(per_gate["sign_agreement"].tolist())
+    table = gr.gate_gradient_table(results)
     assert list(table.index) == [3, 6] and "sign agreement last third" in table.columns
+    assert table.loc[6, "|dL/dk| first third"] == results[0].metrics["mean_abs/first"]

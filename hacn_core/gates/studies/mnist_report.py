@@ -3,7 +3,8 @@
 The study (:mod:`hacn_core.gates.studies.mnist`) trains and measures the runs;
 this module reads them: Table 1 (test error) and Table 2 (mean ``k``) beside
 the paper's values (read from :mod:`hacn_core.paper_items`), the claims of
-Sec. 3.1 checked on the runs, the gate gradients at initialisation, the cost
+Sec. 3.1 checked on the runs, the stored gate gradients at initialisation (measured by
+:mod:`hacn_core.gates.studies.gradients`), the cost
 of both budgets and of the stacked engine's groups, and Figs. 4-5.
 """
 
@@ -13,9 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
-from hacn_core import gates
 from hacn_core.engine.results import RunResult
 from hacn_core.engine.stats import cell_means
 from hacn_core.engine.tables import ClaimTable
@@ -24,11 +23,10 @@ from hacn_core.gates.studies.mnist import (
     DEPTHS,
     GATED_KINDS,
     PAPER_EPOCHS,
-    mnist_tensors,
     table1_item,
     table2_item,
 )
-from hacn_core.models.fc import KINDS, mnist_fc
+from hacn_core.models.fc import KINDS
 from hacn_core.gates.paper_items import item
 
 KIND_LABELS = {"plain": "Plain", "resnet": "ResNet", "gated_plain": "Gated PlainNet", "gated_resnet": "Gated ResNet"}
@@ -183,45 +181,18 @@ def claims(results: Sequence[RunResult]):
     return table.frame()
 
 
-def gate_gradients_at_init(kind: str, depth: int, *, batches: int = 20, batch_size: int = 128, seed: int = 0,
-                           data: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, np.ndarray]:
-    """Why a deep Gated PlainNet keeps ``k`` near 1: the gradient of every gate at initialisation.
-
-    At ``k = 1`` the network *is* the plain network. Over ``batches`` training
-    mini-batches (a fixed, seeded draw) of the untrained network we record
-    ``dL/dk_l`` per gate and return, per gate ``l`` (input side first):
-
-    * ``mean_abs``: mean ``|dL/dk_l|`` (how strongly the loss reacts to the gate);
-    * ``sign_agreement``: ``|mean sign(dL/dk_l)|``, 1 when every batch pushes ``k_l``
-      the same way and near 0 when the sign is a coin flip. Adam's step is
-      about ``lr * mean(g) / rms(g)``, so with random signs ``k`` only jitters.
-    """
-    X, y = data if data is not None else mnist_tensors(True)
-    torch.manual_seed(seed)
-    model = mnist_fc(kind, depth).train()
-    gen = torch.Generator().manual_seed(seed)
-    grads = []
-    for _ in range(batches):
-        idx = torch.randint(0, len(X), (batch_size,), generator=gen)
-        model.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
-        grads.append([float(p.grad) for _, p in gates.gate_parameters(model)])
-    g = np.asarray(grads)  # (batches, gates)
-    return {"mean_abs": np.abs(g).mean(0), "sign_agreement": np.abs(np.sign(g).mean(0))}
-
-
-def gate_gradient_table(depths: Sequence[int] = DEPTHS, **kwargs):
-    """``gate_gradients_at_init`` for the Gated PlainNet at each depth, summarised per third of the gates."""
+def gate_gradient_table(results: Sequence[RunResult]):
+    """The stored gate gradients at initialisation (``gates-gate-gradients``, one run per depth),
+    summarised per third of the gates: mean ``|dL/dk|`` and sign agreement."""
     import pandas as pd
 
     rows = []
-    for d in depths:
-        out = gate_gradients_at_init("gated_plain", d, **kwargs)
-        row: dict[str, Any] = {"d": d}
-        for part, idx in zip(("first", "middle", "last"), np.array_split(np.arange(d), 3)):
-            if idx.size:
-                row[f"|dL/dk| {part} third"] = float(out["mean_abs"][idx].mean())
-                row[f"sign agreement {part} third"] = float(out["sign_agreement"][idx].mean())
+    for r in sorted(results, key=lambda r: r.config["depth"]):
+        row: dict[str, Any] = {"d": r.config["depth"]}
+        for part in ("first", "middle", "last"):
+            if f"mean_abs/{part}" in r.metrics:
+                row[f"|dL/dk| {part} third"] = r.metrics[f"mean_abs/{part}"]
+                row[f"sign agreement {part} third"] = r.metrics[f"sign_agreement/{part}"]
         rows.append(row)
     return pd.DataFrame(rows).set_index("d")
 
