@@ -1,12 +1,19 @@
-"""Tables a chapter shows: the claims table and the "mean (std)" cells.
+"""Tables a chapter shows: the house table, the claims table and the "mean (std)" cells.
 
-``ClaimTable`` collects the rows of a chapter's "the paper's claims, checked on
-our runs" table; :func:`mean_std` formats one cell of seeds as papers print it.
+:func:`house_table` is how every chapter shows a DataFrame: human column names,
+no index column, numbers at a sensible precision, "–" (with a note saying why)
+where a cell has no value, "yes"/"no" for booleans, internal ids replaced by
+labels, and text that wraps to the book's width. ``ClaimTable`` collects the
+rows of a chapter's "the paper's claims, checked on our runs" table;
+:func:`mean_std` formats one cell of seeds as papers print it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import html
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,3 +51,119 @@ class ClaimTable:
         import pandas as pd
 
         return pd.DataFrame.from_records(self.rows, columns=["claim", "paper", "ours", "holds"])
+
+
+MISSING = "–"
+#: the house style of every table: wraps at the text width, numbers right-aligned, no index
+TABLE_CSS = (
+    "<style>table.house{border-collapse:collapse;margin:0.5em 0;font-size:0.9em;max-width:100%}"
+    "table.house th,table.house td{padding:0.25em 0.6em;border-bottom:1px solid #ddd;vertical-align:top;"
+    "white-space:normal;overflow-wrap:anywhere}"
+    "table.house th{text-align:left;border-bottom:2px solid #888}"
+    "table.house td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "p.house-note{font-size:0.85em;color:#555;margin:0 0 1em 0}</style>"
+)
+
+Format = str | Callable[[Any], str]
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    try:
+        import pandas as pd
+
+        return value is pd.NA or value is pd.NaT
+    except ImportError:  # pragma: no cover
+        return False
+
+
+def format_value(value: Any, fmt: Format | None = None) -> str:
+    """One cell as the house shows it: ``fmt`` (a format spec such as ``".2f"`` or a function) if given;
+    otherwise booleans as yes/no, integers with thousands separators, floats with 4 significant digits
+    (integral floats as integers), anything else as its text. A missing value is ``MISSING``."""
+    if _missing(value):
+        return MISSING
+    if callable(fmt):
+        return fmt(value)
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if fmt is not None:
+        return format(value, fmt)
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if isinstance(value, numbers.Real):
+        v = float(value)
+        if math.isinf(v):
+            return "∞" if v > 0 else "−∞"
+        if v.is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}"
+        return f"{v:.4g}"
+    return str(value)
+
+
+def house_table(frame: Any, *, columns: Mapping[str, str] | None = None, formats: Mapping[str, Format] | None = None,
+                labels: Mapping[str, Mapping[Any, str]] | None = None, missing_note: str = "",
+                note: str = "", caption: str = "") -> Any:
+    """``frame`` as the book shows a table (an ``IPython.display.HTML``; ``str()`` of it is the HTML).
+
+    ``frame``: a DataFrame; a named or multi-level index becomes ordinary leading
+    columns (a plain 0..n-1 index is dropped). ``columns``: new names for columns
+    (human names with units, e.g. ``{"test_acc": "test accuracy (%)"}``); columns
+    not named keep theirs. ``formats``: per column (by its new or old name) a
+    format spec or a function. ``labels``: per column, display labels of internal
+    ids (``{"rule": {"hacn": "H-ACN"}}``). Missing cells show ``–``; if any does,
+    ``missing_note`` (why they are missing) is printed under the table, and the
+    call fails if it was not given, so a "–" is never unexplained. ``note``: any
+    other line under the table.
+    """
+    import pandas as pd
+    from IPython.display import HTML
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    df = frame
+    if not (isinstance(df.index, pd.RangeIndex) and df.index.name is None):
+        df = df.reset_index()
+    columns = dict(columns or {})
+    formats = dict(formats or {})
+    labels = dict(labels or {})
+    unknown = [c for c in list(columns) + list(labels) if c not in df.columns]
+    if unknown:
+        raise KeyError(f"house_table: columns {unknown} are not in the table; it has {list(df.columns)}")
+    heads, cells, numeric, any_missing = [], [], [], False
+    for col in df.columns:
+        name = columns.get(col, str(col))
+        fmt = formats.get(name, formats.get(col))
+        mapping = labels.get(col)
+        values = df[col].tolist()
+        shown = []
+        for v in values:
+            if mapping is not None and not _missing(v):
+                v = mapping.get(v, v)
+            text = format_value(v, fmt)
+            any_missing |= text == MISSING
+            shown.append(text)
+        heads.append(name)
+        cells.append(shown)
+        numeric.append(all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) or _missing(v)
+                           for v in values) and not mapping)
+    if any_missing and not missing_note:
+        raise ValueError("house_table: the table has missing cells (shown as '–'); say why in missing_note")
+    rows = []
+    for i in range(len(df)):
+        tds = "".join(f'<td class="num">{html.escape(c[i])}</td>' if num else f"<td>{html.escape(c[i])}</td>"
+                      for c, num in zip(cells, numeric))
+        rows.append(f"<tr>{tds}</tr>")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in heads)
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    notes = []
+    if any_missing:
+        notes.append(f"{MISSING}: {missing_note}")
+    if note:
+        notes.append(note)
+    foot = "".join(f'<p class="house-note">{html.escape(n)}</p>' for n in notes)
+    return HTML(f'{TABLE_CSS}<table class="house">{cap}<thead><tr>{head}</tr></thead>'
+                f'<tbody>{"".join(rows)}</tbody></table>{foot}')

@@ -1,0 +1,56 @@
+"""The house table (engine.tables.house_table): what every chapter's tables look like."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hacn_core.engine.tables import MISSING, format_value, house_table
+
+
+def _cells(html: str) -> list[list[str]]:
+    body = html.split("<tbody>")[1].split("</tbody>")[0]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in body.split("</tr>") if "<td" in row]
+
+
+def test_values_are_formatted_the_house_way():
+    assert format_value(True) == "yes" and format_value(np.False_) == "no"
+    assert format_value(846000) == "846,000" and format_value(np.int64(12)) == "12"
+    assert format_value(188.667) == "188.7" and format_value(3.0) == "3"
+    assert format_value(0.000123456) == "0.0001235" and format_value(math.inf) == "∞"
+    assert format_value(None) == MISSING and format_value(float("nan")) == MISSING
+    assert format_value(0.12345, ".2%") == "12.35%" and format_value(2, lambda v: f"d={v}") == "d=2"
+
+
+def test_index_becomes_columns_names_labels_and_formats_apply():
+    frame = pd.DataFrame({"rule": ["hacn", "gated_plain"], "acc": [0.9123, 0.5], "width": [188.667, 32.0]},
+                         ).set_index("rule")
+    out = house_table(frame, columns={"acc": "test accuracy (%)", "width": "width (neurons)"},
+                      formats={"test accuracy (%)": lambda v: f"{100 * v:.2f}", "width": ".1f"},
+                      labels={"rule": {"hacn": "H-ACN", "gated_plain": "Gated PlainNet"}})
+    html = str(out.data)
+    heads = re.findall(r"<th>(.*?)</th>", html)
+    assert heads == ["rule", "test accuracy (%)", "width (neurons)"]  # the index is an ordinary column
+    assert _cells(html) == [["H-ACN", "91.23", "188.7"], ["Gated PlainNet", "50.00", "32.0"]]
+    assert 'class="num"' in html and "<th></th>" not in html  # numbers right-aligned, no blank index header
+
+
+def test_missing_cells_need_a_reason_and_show_it():
+    frame = pd.DataFrame({"seeds": [3, 1], "std": [0.2, float("nan")]})
+    with pytest.raises(ValueError, match="missing_note"):
+        house_table(frame)
+    html = str(house_table(frame, missing_note="one seed has no spread").data)
+    assert _cells(html)[1] == ["1", MISSING] and "one seed has no spread" in html and "NaN" not in html
+    with pytest.raises(KeyError, match="columns \\['nope'\\] are not in the table"):
+        house_table(frame, columns={"nope": "x"}, missing_note="x")
+    with pytest.raises(TypeError, match="DataFrame"):
+        house_table([1, 2])
+
+
+def test_text_is_escaped():
+    html = str(house_table(pd.DataFrame({"claim": ["a < b & c"]})).data)
+    assert "a &lt; b &amp; c" in html
