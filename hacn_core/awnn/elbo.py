@@ -182,7 +182,8 @@ class PriorTermsFunction(torch.autograd.Function):
         else:
             w = like.new_zeros(())
         if r_denom > 0 and raws:
-            d = torch.cat([F.softplus(raw) for raw in raws]).sub(r_mu)
+            nus = [F.softplus(raw) for raw in raws]
+            d = (nus[0] if len(nus) == 1 else torch.cat(nus)).sub(r_mu)  # cat of one tensor is a copy
             r = d.pow(2).sum().div(r_denom)
             if constants:
                 r = r.add(r_const)
@@ -203,14 +204,14 @@ class PriorTermsFunction(torch.autograd.Function):
         out: list[Tensor | None] = [None] * len(tensors)
         if w_denom > 0 and gw is not None:
             g = gw.div(per_sample_n) if per_sample_n > 0 else gw  # the constant's add passes it on
-            g = g.div(w_denom)
+            # pow's backward is grad * (2 * p); p * (2 * grad) is the same product (doubling is exact), one op
+            g2 = g.div(w_denom).mul(2.0)
             for i in range(n_rho):
                 if need[i]:
-                    out[i] = tensors[i].mul(2.0).mul(g)  # pow's backward: grad * (2 * p^1)
+                    out[i] = tensors[i].mul(g2)
         if r_denom > 0 and gr is not None and len(tensors) > n_rho:
             g = gr.div(per_sample_n) if per_sample_n > 0 else gr
-            g = g.div(r_denom)
-            gd = d.mul(2.0).mul(g)  # through the subtraction (passes) and the concatenation (slices)
+            gd = d.mul(g.div(r_denom).mul(2.0))  # through the subtraction (passes) and the concatenation (slices)
             offset = 0
             for i in range(n_rho, len(tensors)):
                 raw = tensors[i]
@@ -387,8 +388,11 @@ class ELBOLoss:
         terms = self.terms(output, target)
         if self.model.training and torch.is_grad_enabled():
             self.last = terms
-            row = torch.stack([getattr(terms, k).detach().float() for k in ELBO_TERMS])
-            self._sums = row if self._sums is None else self._sums + row
+            with torch.no_grad():  # one op per step instead of a detach and a cast per term
+                row = torch.stack([terms.total, terms.predictive, terms.weight_prior, terms.width_prior])
+                if row.dtype != torch.float32:
+                    row = row.float()
+                self._sums = row if self._sums is None else self._sums + row
             self._count += 1
         return terms.total
 
