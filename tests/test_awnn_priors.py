@@ -52,7 +52,7 @@ def test_closed_form_prior_gradients_are_a_weight_decay_and_a_scalar_per_layer()
             w, r = prior_terms(rhos, raws, sigma_theta=sigma_theta, rate_prior=prior, include_constants=True,
                                per_sample_n=0)
             n = sum(p.numel() for p in rhos)
-            assert float(w.detach()) == pytest.approx(sum(float((p**2).sum()) for p in rhos) / (2 * sigma_theta**2)
+            assert float(w.detach()) == pytest.approx(sum(float((p.detach()**2).sum()) for p in rhos) / (2 * sigma_theta**2)
                                              + n * math.log(sigma_theta), rel=1e-12)
             (w + r).backward()
             for p in rhos:  # d/drho of rho^2 / (2 sigma^2): a weight decay 1 / sigma^2
