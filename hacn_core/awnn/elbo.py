@@ -18,16 +18,17 @@ examples, like their flattened ``(B * T, C)`` and ``(B * T,)``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hacn_core.awnn import fast_cpp
 from hacn_core.awnn.checks import check_choice
 from hacn_core.awnn.fast_store import AdaptiveLinear
-from hacn_core.awnn.mlp import adaptive_mlps
+from hacn_core.awnn.mlp import AdaptiveMLP, adaptive_mlps
 
 #: ``categorical``: logits and integer targets; ``gaussian``: a mean with a fixed noise std
 LIKELIHOODS: tuple[str, ...] = ("categorical", "gaussian")
@@ -133,7 +134,14 @@ class ELBOTerms:
 
 def awnn_parameters(model: nn.Module) -> list[Tensor]:
     """The active ``rho`` (biases and weights) of every :class:`AdaptiveLinear` in ``model`` (Eq. 13)."""
+    if type(model) is AdaptiveMLP and model._own_modules_only():  # no walk over the modules (per step)
+        return [lin._parameters["rho"] for lin in model._modules["layers"]._modules.values()]
     return [m.rho for m in model.modules() if isinstance(m, AdaptiveLinear)]
+
+
+def raw_rate_parameters(model: nn.Module) -> list[Tensor]:
+    """The raw rates ``raw_rate`` (``nu = softplus(raw)``) of every adaptive MLP in ``model``, in module order."""
+    return [m._parameters["raw_rate"] for m in adaptive_mlps(model)]
 
 
 def rate_parameters(model: nn.Module) -> list[Tensor]:
@@ -141,11 +149,104 @@ def rate_parameters(model: nn.Module) -> list[Tensor]:
     return [nu for m in adaptive_mlps(model) for nu in m.rates().unbind()]
 
 
+class PriorTermsFunction(torch.autograd.Function):
+    """The two priors of Eq. 13 in closed form, as one autograd node (the C++ node
+    ``prior_terms`` of ``hacn_core/awnn/csrc/awnn_fused.cpp`` is the same, op for op).
+
+    Forward: the weight prior ``w = sum_p sum(p^2) / (2 sigma_theta^2) [+ n log sigma_theta]
+    [/ N]`` and the width prior ``r = sum_l (nu_l - mu)^2 / (2 sigma^2) [+ L log sigma] [/ N]``
+    with ``nu = softplus(raw)``, by the ops of the autograd composition
+    (``closed_form_priors=False`` of :func:`negative_elbo`) and so with its values. Backward:
+    the closed forms ``dw/dp = p / sigma_theta^2`` (a weight decay on the active block) and
+    ``dr/draw = (nu - mu) / sigma^2 * sigmoid(raw)``, computed by the ops autograd's backward
+    of that composition runs (the division by the scalar, ``pow``'s backward ``g * (2 p)``,
+    ``softplus_backward``), so the gradients are the same bit for bit - without building
+    and walking a dozen autograd nodes per step.
+
+    ``apply(n_rho, w_denom, w_const, r_mu, r_denom, r_const, per_sample_n, constants, *rhos_and_raws)``;
+    a denominator ``2 sigma^2`` of 0 means that prior is absent; ``per_sample_n`` is ``N``
+    or 0. Returns ``(w, r)``.
+    """
+
+    @staticmethod
+    def forward(ctx, n_rho: int, w_denom: float, w_const: float, r_mu: float, r_denom: float, r_const: float,
+                per_sample_n: float, constants: bool, *tensors: Tensor):
+        rhos, raws = tensors[:n_rho], tensors[n_rho:]
+        like = tensors[0]
+        if w_denom > 0 and rhos:
+            w = torch.stack([p.pow(2).sum() for p in rhos]).sum().div(w_denom)
+            if constants:
+                w = w.add(w_const)
+            if per_sample_n > 0:
+                w = w.div(per_sample_n)
+        else:
+            w = like.new_zeros(())
+        if r_denom > 0 and raws:
+            nus = [F.softplus(raw) for raw in raws]
+            d = (nus[0] if len(nus) == 1 else torch.cat(nus)).sub(r_mu)  # cat of one tensor is a copy
+            r = d.pow(2).sum().div(r_denom)
+            if constants:
+                r = r.add(r_const)
+            if per_sample_n > 0:
+                r = r.div(per_sample_n)
+        else:
+            d = like.new_zeros((0,))
+            r = like.new_zeros(())
+        ctx.save_for_backward(*tensors, d)
+        ctx.args = (n_rho, w_denom, r_denom, per_sample_n)
+        return w, r
+
+    @staticmethod
+    def backward(ctx, gw: Tensor | None, gr: Tensor | None):
+        n_rho, w_denom, r_denom, per_sample_n = ctx.args
+        *tensors, d = ctx.saved_tensors
+        need = ctx.needs_input_grad[8:]
+        out: list[Tensor | None] = [None] * len(tensors)
+        if w_denom > 0 and gw is not None:
+            g = gw.div(per_sample_n) if per_sample_n > 0 else gw  # the constant's add passes it on
+            # pow's backward is grad * (2 * p); p * (2 * grad) is the same product (doubling is exact), one op
+            g2 = g.div(w_denom).mul(2.0)
+            for i in range(n_rho):
+                if need[i]:
+                    out[i] = tensors[i].mul(g2)
+        if r_denom > 0 and gr is not None and len(tensors) > n_rho:
+            g = gr.div(per_sample_n) if per_sample_n > 0 else gr
+            gd = d.mul(g.div(r_denom).mul(2.0))  # through the subtraction (passes) and the concatenation (slices)
+            offset = 0
+            for i in range(n_rho, len(tensors)):
+                raw = tensors[i]
+                n = raw.numel()
+                if need[i]:
+                    out[i] = torch.ops.aten.softplus_backward(gd.narrow(0, offset, n).view(raw.shape), raw, 1, 20)
+                offset += n
+        return (None,) * 8 + tuple(out)
+
+
+def prior_terms(rhos: Sequence[Tensor], raws: Sequence[Tensor], *, sigma_theta: float | None,
+                rate_prior: RatePrior | None, include_constants: bool, per_sample_n: int) -> tuple[Tensor, Tensor]:
+    """``(weight_prior, width_prior)`` of Eq. 13 by :class:`PriorTermsFunction` (or its C++ twin, with the
+    C++ node of :mod:`hacn_core.awnn.fast_cpp`). ``per_sample_n``: ``N`` to divide by, or 0."""
+    w_denom = 0.0 if sigma_theta is None or not rhos else 2.0 * sigma_theta**2
+    w_const = sum(p.numel() for p in rhos) * math.log(sigma_theta) if w_denom and include_constants else 0.0
+    if rate_prior is None or not raws:
+        r_mu = r_denom = r_const = 0.0
+    else:
+        r_mu, r_denom = float(rate_prior.mu), 2.0 * rate_prior.sigma**2
+        r_const = sum(raw.numel() for raw in raws) * math.log(rate_prior.sigma) if include_constants else 0.0
+    ext = fast_cpp.module()
+    if ext is not None:
+        w, r = ext.prior_terms(list(rhos), list(raws), w_denom, w_const, r_mu, r_denom, r_const,
+                               float(per_sample_n), include_constants)
+        return w, r
+    return PriorTermsFunction.apply(len(rhos), w_denom, w_const, r_mu, r_denom, r_const, float(per_sample_n),
+                                    include_constants, *rhos, *raws)
+
+
 def negative_elbo(model: nn.Module, output: Tensor, target: Tensor, *, n_train: int,
                   likelihood: str = "categorical", sigma_theta: float | None = None,
                   rate_prior: RatePrior | None = None, include_constants: bool = True,
                   per_sample: bool = False, ignore_index: int | None = None, noise_std: float = 1.0,
-                  weight_params: Iterable[Tensor] | None = None) -> ELBOTerms:
+                  weight_params: Iterable[Tensor] | None = None, closed_form_priors: bool = True) -> ELBOTerms:
     """Eq. 13 as a loss: minus the ELBO at the first-order point ``lambda = nu, theta = rho``.
 
     * predictive: ``(N/M) sum_{i in batch} -log p(y_i | x_i)`` with ``N = n_train``
@@ -168,6 +269,11 @@ def negative_elbo(model: nn.Module, output: Tensor, target: Tensor, *, n_train: 
     ``include_constants=False`` drops the parameter-free ``log sigma`` (and Gaussian
     ``log 2 pi``) constants, which change the logged value but not the gradient.
     ``per_sample=True`` divides every term by ``N`` (same minimiser; convenient with SGD).
+
+    ``closed_form_priors`` (default): both priors are one autograd node whose backward is
+    their closed-form gradient (:class:`PriorTermsFunction`; the same values and gradients
+    bit for bit, ``tests/test_awnn_priors.py``); ``False`` builds them from autograd ops
+    (differentiable twice; about a dozen more autograd nodes per training step).
     """
     check_choice(likelihood, LIKELIHOODS, "likelihood")
     _check_n_train(n_train)
@@ -200,9 +306,23 @@ def negative_elbo(model: nn.Module, output: Tensor, target: Tensor, *, n_train: 
     zero = _absent_term(output)
 
     weight_prior = zero
+    if sigma_theta is not None and not sigma_theta > 0:
+        raise ValueError(f"sigma_theta={sigma_theta!r} must be > 0 (or None for an uninformative prior)")
+    if closed_form_priors and (sigma_theta is not None or rate_prior is not None):
+        params = [] if sigma_theta is None else (awnn_parameters(model) if weight_params is None else list(weight_params))
+        raws = [] if rate_prior is None else raw_rate_parameters(model)
+        if params or raws:
+            w, r = prior_terms(params, raws, sigma_theta=sigma_theta, rate_prior=rate_prior,
+                               include_constants=include_constants, per_sample_n=n_train if per_sample else 0)
+            # the order of the additions of the autograd composition below
+            if params:
+                weight_prior = w
+                total = total + w
+            if raws:
+                total = total + r
+                return ELBOTerms(total, predictive, weight_prior, r)
+        return ELBOTerms(total, predictive, weight_prior, zero)
     if sigma_theta is not None:
-        if not sigma_theta > 0:
-            raise ValueError(f"sigma_theta={sigma_theta!r} must be > 0 (or None for an uninformative prior)")
         params = awnn_parameters(model) if weight_params is None else list(weight_params)
         if params:
             weight_prior = torch.stack([p.pow(2).sum() for p in params]).sum() / (2.0 * sigma_theta**2)
@@ -268,8 +388,11 @@ class ELBOLoss:
         terms = self.terms(output, target)
         if self.model.training and torch.is_grad_enabled():
             self.last = terms
-            row = torch.stack([getattr(terms, k).detach().float() for k in ELBO_TERMS])
-            self._sums = row if self._sums is None else self._sums + row
+            with torch.no_grad():  # one op per step instead of a detach and a cast per term
+                row = torch.stack([terms.total, terms.predictive, terms.weight_prior, terms.width_prior])
+                if row.dtype != torch.float32:
+                    row = row.float()
+                self._sums = row if self._sums is None else self._sums + row
             self._count += 1
         return terms.total
 

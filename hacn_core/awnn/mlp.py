@@ -239,6 +239,12 @@ class AdaptiveMLP(nn.Module):
         self._optimizer_ref: Callable[[], torch.optim.Optimizer | None] = _no_optimizer
         self.reset_parameters()
 
+    def _own_modules_only(self) -> bool:
+        """Whether this model holds nothing but its own layers (no module added to it), so that
+        its adaptive MLPs and adaptive layers are known without walking ``modules()``."""
+        mods = self._modules
+        return len(mods) == 1 and len(mods["layers"]._modules) == self.config.n_hidden_layers + 1
+
     # -- Eq. 14: the forward --------------------------------------------------------
     def rates(self) -> Tensor:
         """The rates ``nu_l = softplus(raw_l)`` as a vector of length ``L`` (differentiable)."""
@@ -498,6 +504,8 @@ def _no_optimizer() -> None:
 
 def adaptive_mlps(model: nn.Module) -> list[AdaptiveMLP]:
     """Every :class:`AdaptiveMLP` inside ``model`` (itself included)."""
+    if type(model) is AdaptiveMLP and model._own_modules_only():  # the common case, without a walk (per step)
+        return [model]
     return [m for m in model.modules() if isinstance(m, AdaptiveMLP)]
 
 

@@ -288,6 +288,99 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
   }
 };
 
+// The priors of Eq. 13 in closed form, as one node: hacn_core.awnn.elbo.PriorTermsFunction in C++
+// (the same ATen ops in the same order, so both give the values and gradients of the autograd
+// composition that negative_elbo(closed_form_priors=False) builds, bit for bit).
+//   weight prior  w = [sum_p sum(p^2)] / (2 sigma_theta^2) [+ n log sigma_theta] [/ N]
+//   width prior   r = sum_l (softplus(raw_l) - mu)^2 / (2 sigma^2) [+ L log sigma] [/ N]
+// Their gradients are closed forms: dw/dp = p / sigma_theta^2 (a weight decay on the active
+// block) and dr/draw_l = (nu_l - mu) / sigma^2 * sigmoid(raw_l), computed here as autograd's
+// backward of that composition computes them (pow_backward, div by the scalar, softplus_backward).
+// A prior with denominator 0 is absent (its output is an unused zero). per_sample: N > 0.
+struct PriorTermsFunction : public torch::autograd::Function<PriorTermsFunction> {
+  static variable_list forward(AutogradContext* ctx, at::TensorList rho_list, at::TensorList raw_list,
+                               double w_denom, double w_const, double r_mu, double r_denom, double r_const,
+                               double per_sample_n, bool constants) {
+    std::vector<Tensor> rhos = rho_list.vec(), raws = raw_list.vec();
+    Tensor w, r, d;
+    const Tensor& like = rhos.empty() ? raws.at(0) : rhos[0];
+    if (w_denom > 0 && !rhos.empty()) {
+      std::vector<Tensor> sq;
+      sq.reserve(rhos.size());
+      for (const Tensor& p : rhos) sq.push_back(at::pow(p, 2).sum());
+      w = at::div(at::stack(sq).sum(), w_denom);
+      if (constants) w = at::add(w, w_const);
+      if (per_sample_n > 0) w = at::div(w, per_sample_n);
+    } else {
+      w = at::zeros({}, like.options());
+    }
+    if (r_denom > 0 && !raws.empty()) {
+      std::vector<Tensor> nus;
+      for (const Tensor& raw : raws) nus.push_back(at::softplus(raw, 1, 20));
+      d = at::sub(nus.size() == 1 ? nus[0] : at::cat(nus), r_mu);  // cat of one tensor is a copy
+      r = at::div(at::pow(d, 2).sum(), r_denom);
+      if (constants) r = at::add(r, r_const);
+      if (per_sample_n > 0) r = at::div(r, per_sample_n);
+    } else {
+      r = at::zeros({}, like.options());
+      d = at::zeros({0}, like.options());
+    }
+    std::vector<Tensor> saved(rhos);
+    saved.insert(saved.end(), raws.begin(), raws.end());
+    saved.push_back(d);
+    ctx->save_for_backward(saved);
+    auto& data = ctx->saved_data;
+    data["n_rho"] = static_cast<int64_t>(rhos.size());
+    data["w_denom"] = w_denom;
+    data["r_denom"] = r_denom;
+    data["per_sample_n"] = per_sample_n;
+    return {w, r};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    variable_list saved = ctx->get_saved_variables();
+    auto& data = ctx->saved_data;
+    const int64_t n_rho = data["n_rho"].toInt();
+    const double w_denom = data["w_denom"].toDouble(), r_denom = data["r_denom"].toDouble();
+    const double per_sample_n = data["per_sample_n"].toDouble();
+    const Tensor d = saved.back();
+    const size_t n_raw = saved.size() - 1 - static_cast<size_t>(n_rho);
+    variable_list out(saved.size() - 1);
+    const Tensor& gw = grad_outputs[0];
+    if (w_denom > 0 && gw.defined()) {
+      Tensor g = per_sample_n > 0 ? at::div(gw, per_sample_n) : gw;  // the constant's add passes it on
+      // pow's backward is grad * (2 * p); p * (2 * grad) is the same product (doubling is exact), one op
+      const Tensor g2 = at::mul(at::div(g, w_denom), 2.0);
+      for (int64_t i = 0; i < n_rho; ++i) {
+        if (ctx->needs_input_grad(i)) out[i] = at::mul(saved[i], g2);
+      }
+    }
+    const Tensor& gr = grad_outputs[1];
+    if (r_denom > 0 && gr.defined() && n_raw > 0) {
+      Tensor g = per_sample_n > 0 ? at::div(gr, per_sample_n) : gr;
+      Tensor gd = at::mul(d, at::mul(at::div(g, r_denom), 2.0));  // through sub (passes) and cat (slices)
+      int64_t offset = 0;
+      for (size_t k = 0; k < n_raw; ++k) {
+        const Tensor& raw = saved[n_rho + k];
+        const int64_t len = raw.numel();
+        if (ctx->needs_input_grad(n_rho + k)) {
+          out[n_rho + k] = at::softplus_backward(gd.narrow(0, offset, len).view(raw.sizes()), raw, 1, 20);
+        }
+        offset += len;
+      }
+    }
+    out.resize(out.size() + 7);  // the scalar arguments
+    return out;
+  }
+};
+
+std::vector<Tensor> prior_terms(std::vector<Tensor> rhos, std::vector<Tensor> raws, double w_denom, double w_const,
+                                double r_mu, double r_denom, double r_const, double per_sample_n, bool constants) {
+  TORCH_CHECK(!rhos.empty() || !raws.empty(), "prior_terms: no parameters");
+  return PriorTermsFunction::apply(at::TensorList(rhos), at::TensorList(raws), w_denom, w_const, r_mu, r_denom,
+                                   r_const, per_sample_n, constants);
+}
+
 Tensor adaptive_mlp(Tensor x, Tensor raw, std::vector<Tensor> rhos, std::vector<Tensor> positions,
                     std::vector<int64_t> norms, int64_t activation, double slope, bool bias) {
   TORCH_CHECK(rhos.size() == norms.size() + 1 && positions.size() == norms.size(),
@@ -368,6 +461,9 @@ void resize_layer(Tensor rho, const Tensor& store, const c10::optional<Tensor>& 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("adaptive_mlp", &adaptive_mlp,
         "AWNN's adaptive MLP (Eq. 14): forward with a fused hand-written backward, one autograd node");
+  m.def("prior_terms", &prior_terms,
+        "the weight and width priors of Eq. 13 in closed form, one autograd node (values and gradients of the "
+        "autograd composition, bit for bit)");
   m.def("resize_layer", &resize_layer,
         "the tensor work of AdaptiveLinear._resize: draw new rows and columns, zero their optimizer state, re-point "
         "rho and the state views at the active block");

@@ -1,0 +1,195 @@
+"""AWNN's per-step cost against a fixed MLP, cell by cell, on the objectives the book trains (Sec. 3.3).
+
+:mod:`hacn_core.awnn.studies.cost` times the loss without priors on one shape; this module
+times a grid of *cells* - objective x hidden layers x phase x starting width - in one
+interleaved run (``benchmarks/bench_awnn.py`` prints it):
+
+* objectives (:data:`OBJECTIVES`): ``likelihood`` is Eq. 13's predictive term only;
+  ``elbo`` adds the Gaussian weight prior ``N(0, sigma_theta)`` (``sigma_theta = 10``,
+  chapter 2's Table 1 runs) and the rate prior ``N(mu, sigma)`` of Sec. 5.3
+  (``N(0.05, 1)``), both through :class:`~hacn_core.awnn.ELBOLoss`, which also records
+  the per-batch terms as the trainer's runs do;
+* the AWNN step is that of :func:`hacn_core.engine.training.fit` with a
+  :class:`~hacn_core.awnn.WidthCallback`: zero the gradients, forward, the loss, backward,
+  Adam (lr 0.01, Table 3), then the width update of Algorithm 1 (``adapting``) or, with
+  the widths frozen, the quantile widths alone (``steady``);
+* the baselines: a plain ``nn.Linear`` MLP with the same activation (ReLU6) built at the
+  AWNN's current widths (their mean over the AWNN's block of steps; rebuilt every
+  repetition) with the same predictive loss (``fixed``), and the same MLP trained by
+  Adam with the weight decay whose gradient equals the weight prior's,
+  ``weight_decay = 1 / sigma_theta^2`` (``fixed+wd``; the ``elbo`` cells are compared with
+  it, the ``likelihood`` cells with ``fixed``).
+
+Each repetition times a block of ``steps`` steps of every model of a cell (after one
+untimed step), the order alternating from one repetition to the next; a cell's ratio
+is the median over repetitions of the per-repetition ratios of CPU times. Subnormal
+floats are flushed while timing (see :mod:`hacn_core.awnn.studies.cost`).
+:func:`cells_table` turns the rows into the table the book shows.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hacn_core.awnn import AdaptiveMLP, AWNNConfig, ELBOLoss, RatePrior, fast_cpp, update_widths
+from hacn_core.engine.data import synthetic_splits
+
+OBJECTIVES: tuple[str, ...] = ("likelihood", "elbo")
+PHASES: tuple[str, ...] = ("adapting", "steady")
+#: the weight prior of the book's Table 1 runs (chapter 2) and the rate prior of Sec. 5.3 at its start
+SIGMA_THETA = 10.0
+RATE_PRIOR = RatePrior(mu=0.05, sigma=1.0)
+#: our target for AWNN / fixed per training step in every cell (stretch: 1.05)
+TARGET_RATIO = 1.10
+
+
+def fixed_relu6_mlp(in_dim: int, widths: Sequence[int], out_dim: int) -> nn.Sequential:
+    """A plain ``nn.Linear`` MLP with ReLU6 (the book's AWNN activation) and hidden ``widths``."""
+    layers: list[nn.Module] = []
+    d = in_dim
+    for w in widths:
+        layers += [nn.Linear(d, w), nn.ReLU6()]
+        d = w
+    layers.append(nn.Linear(d, out_dim))
+    return nn.Sequential(*layers)
+
+
+def measure_cells(widths: Sequence[int] = (30, 100, 400), layers: Sequence[int] = (1, 2),
+                  objectives: Sequence[str] = OBJECTIVES, phases: Sequence[str] = PHASES, *, reps: int = 9,
+                  steps: int = 12, batch_size: int = 128, lr: float = 0.01, seed: int = 0) -> list[dict[str, Any]]:
+    """Time every cell (objective x layers x phase x starting width); one row per cell.
+
+    A row has the cell's keys, ``width`` (the mean total hidden width over the timed
+    blocks), the medians ``awnn_us``, ``fixed_us``, ``fixed_wd_us`` (microseconds of CPU
+    per step), ``awnn/fixed``, ``awnn/fixed+wd`` and ``ratio`` (against ``fixed+wd`` for
+    ``elbo``, ``fixed`` for ``likelihood``), ``node`` (``cpp`` or ``python``) and ``reps``.
+    """
+    for o in objectives:
+        if o not in OBJECTIVES:
+            raise ValueError(f"objective={o!r} is not allowed; allowed: {', '.join(OBJECTIVES)}")
+    for p in phases:
+        if p not in PHASES:
+            raise ValueError(f"phase={p!r} is not allowed; allowed: {', '.join(PHASES)}")
+    splits = synthetic_splits("SpiralHard", 0)
+    x_tr, y_tr = splits["train"]
+    n_train = len(y_tr)
+    out_dim = int(y_tr.max()) + 1
+    gen = torch.Generator().manual_seed(seed)
+
+    def batch():
+        idx = torch.randint(0, n_train, (batch_size,), generator=gen)
+        return x_tr[idx], y_tr[idx]
+
+    def time_block(step) -> tuple[float, list[list[int]]]:
+        data = [batch() for _ in range(steps)]
+        step(*batch())
+        seen: list[list[int]] = []
+        c0 = time.process_time()
+        for xb, yb in data:
+            seen.append(step(xb, yb))
+        return (time.process_time() - c0) / steps, seen
+
+    def fixed_block(hidden: list[int], weight_decay: float) -> float:
+        net = fixed_relu6_mlp(x_tr.shape[1], hidden, out_dim)
+        opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+
+        def step(xb, yb):
+            opt.zero_grad(set_to_none=True)
+            (F.cross_entropy(net(xb), yb, reduction="sum") * (n_train / len(yb))).backward()
+            opt.step()
+            return hidden
+
+        return time_block(step)[0]
+
+    rows = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    flush = torch.set_flush_denormal(True)
+    try:
+        for objective in objectives:
+            for n_layers in layers:
+                for phase in phases:
+                    for width in widths:
+                        torch.manual_seed(seed)
+                        model = AdaptiveMLP(AWNNConfig(in_dim=x_tr.shape[1], out_dim=out_dim,
+                                                       n_hidden_layers=n_layers, activation="relu6",
+                                                       initial_width=width))
+                        opt = torch.optim.Adam(model.parameters(), lr=lr)
+                        model.attach_optimizer(opt)
+                        if objective == "elbo":
+                            loss_fn = ELBOLoss(model, n_train, sigma_theta=SIGMA_THETA, rate_prior=RATE_PRIOR)
+                        else:
+                            loss_fn = ELBOLoss(model, n_train)
+                        steady = phase == "steady"
+                        if steady:
+                            model.freeze_widths()
+
+                        def awnn_step(xb, yb, model=model, opt=opt, loss_fn=loss_fn, steady=steady):
+                            opt.zero_grad(set_to_none=True)
+                            loss_fn(model(xb), yb).backward()
+                            opt.step()
+                            if steady:
+                                model.target_widths()  # what a width update computes when none changes
+                            else:
+                                update_widths(model, opt)  # WidthCallback.on_step_end
+                            return model.widths()
+
+                        times: dict[str, list[float]] = {"awnn": [], "fixed": [], "fixed_wd": []}
+                        total_widths: list[float] = []
+                        for rep in range(reps):
+                            t, seen = time_block(awnn_step)
+                            mean_w = [max(1, round(statistics.fmean(w[i] for w in seen))) for i in range(n_layers)]
+                            total_widths.append(sum(mean_w))
+                            wd = 1.0 / SIGMA_THETA**2
+                            if rep % 2 == 0:
+                                f, fw = fixed_block(mean_w, 0.0), fixed_block(mean_w, wd)
+                            else:
+                                fw, f = fixed_block(mean_w, wd), fixed_block(mean_w, 0.0)
+                            times["awnn"].append(t)
+                            times["fixed"].append(f)
+                            times["fixed_wd"].append(fw)
+                        r_f = [a / b for a, b in zip(times["awnn"], times["fixed"])]
+                        r_w = [a / b for a, b in zip(times["awnn"], times["fixed_wd"])]
+                        med = statistics.median
+                        rows.append({
+                            "objective": objective, "layers": n_layers, "phase": phase, "start_width": width,
+                            "width": round(statistics.fmean(total_widths) / n_layers),
+                            "awnn_us": 1e6 * med(times["awnn"]), "fixed_us": 1e6 * med(times["fixed"]),
+                            "fixed_wd_us": 1e6 * med(times["fixed_wd"]), "awnn/fixed": med(r_f),
+                            "awnn/fixed+wd": med(r_w), "ratio": med(r_w) if objective == "elbo" else med(r_f),
+                            "node": fast_cpp.active_backend(), "reps": reps})
+    finally:
+        torch.set_num_threads(threads)
+        if flush:
+            torch.set_flush_denormal(False)
+    return rows
+
+
+def cells_table(rows: Sequence[dict[str, Any]], before: Sequence[dict[str, Any]] | None = None):
+    """The cells as a DataFrame indexed by (objective, layers, phase, start width): mean width
+    per layer, us per step of the AWNN and its baselines, ``AWNN / fixed``, ``AWNN / fixed+wd``,
+    the cell's ratio and whether it meets :data:`TARGET_RATIO`; with ``before`` (rows of an
+    earlier measurement of the same cells), its ratio beside the new one."""
+    import pandas as pd
+
+    if not rows:
+        raise ValueError("no cells to tabulate: measure_cells returned no rows")
+    key = ("objective", "layers", "phase", "start_width")
+    table = pd.DataFrame([{
+        "objective": r["objective"], "layers": r["layers"], "phase": r["phase"], "start_width": r["start_width"],
+        "width/layer": r["width"], "AWNN (us/step)": r["awnn_us"], "fixed (us/step)": r["fixed_us"],
+        "fixed+wd (us/step)": r["fixed_wd_us"], "AWNN / fixed": r["awnn/fixed"],
+        "AWNN / fixed+wd": r["awnn/fixed+wd"], "ratio": r["ratio"], f"<= {TARGET_RATIO}": r["ratio"] <= TARGET_RATIO,
+    } for r in rows]).set_index(list(key))
+    if before is not None:
+        old = {tuple(r[k] for k in key): r["ratio"] for r in before}
+        table.insert(table.columns.get_loc("ratio"), "ratio before",
+                     [old.get(idx, float("nan")) for idx in table.index])
+    return table
