@@ -137,7 +137,7 @@ def test_gated_mlp_scales_the_fixed_mlp_by_g_of_k() -> None:
         (lambda: DenseMixerConfig(mlp=mlp_layer("gated")),
          "DenseMixerConfig.mlp.kind='gated' is not valid; allowed: fixed, adaptive"),
         (lambda: MixerConfig(mlp=3), "MixerConfig.mlp=3 is not an MLP layer; allowed: a kind (fixed, adaptive, gated)"),
-        (lambda: mlp_layer("fixed", k_init=1.0), "mlp='fixed' has no option k_init; allowed: none"),
+        (lambda: mlp_layer("fixed", k_init=1.0), "mlp='fixed' has no option k_init; allowed: bias"),
         (lambda: make_mlp("adaptive", 8, 12, initial_width=3),
          "mlp='adaptive' has no option initial_width; allowed: n_hidden_layers, activation"),
         (lambda: MixerConfig(mlp="adaptive", dropout=0.1),
@@ -314,7 +314,13 @@ def test_geometry_is_shared_by_both_mixer_configs() -> None:
 
 
 def test_build_model_builds_every_backbone() -> None:
-    assert MODEL_NAMES == ("mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer")
+    assert MODEL_NAMES == (
+        "mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer", "vit", "gpt_decoder",
+    )
+    vit = build_model("vit", image_size=8, patch_size=4, num_classes=3, dim=8, num_layers=2, num_heads=2, mlp_dim=8)
+    assert vit.config.rule == "hacn" and vit.layerwise_logits(torch.zeros(1, 3, 8, 8)).shape == (3, 1, 3)
+    gpt = build_model("gpt_decoder", vocab_size=5, max_seq_len=4, dim=8, num_layers=2, num_heads=2)
+    assert gpt(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 5)
     mixer = build_model("mlp_mixer", rule="hacn", mlp="adaptive", **TINY)
     assert isinstance(mixer, MLPMixer) and len(adaptive_mlps(mixer)) == 2
     assert isinstance(build_model("dense_mixer", growth=4, **TINY), DenseMixer)

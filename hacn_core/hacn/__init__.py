@@ -11,4 +11,7 @@ Matrix ``C`` (Eqs. 3-5, Fig. 8), the total connectivity strength
 ``Gamma = ||a||_2 / sqrt(L)``, the convergence distance ``Delta_t`` and the
 layer-wise accuracy (Sec. 3.1, Sec. 4) are in :mod:`hacn_core.hacn.connectivity`;
 the studies (``hacn_core.hacn.studies``) train the Mixers of ``hacn_core.models``.
+:mod:`hacn_core.hacn.text` holds the language-model study's text tools (Sec. 3.4,
+Table 1): character noise, the multiple-choice scorer, the character tokenizer,
+uint16 token files and the held-out Tiny Shakespeare cloze.
 """

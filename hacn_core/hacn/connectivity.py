@@ -284,6 +284,7 @@ class DepthLayerNorm(nn.Module):
     """``DepthLN(x) = alpha_l * LN(x)`` (Appendix D, Eq. 7); see :class:`DepthGain`.
 
     Pass ``gain=`` to share one :class:`DepthGain` between the norms of a layer.
+    ``bias=False`` drops LayerNorm's additive term (the bias-free GPT-2 decoders).
     """
 
     def __init__(
@@ -294,9 +295,10 @@ class DepthLayerNorm(nn.Module):
         strength_init: float = 0.05,
         eps: float = 1e-5,
         gain: DepthGain | None = None,
+        bias: bool = True,
     ) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(dim, eps=eps)
+        self.norm = nn.LayerNorm(dim, eps=eps, bias=bias)
         self.gain = gain if gain is not None else DepthGain(depth, form, strength_init)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -304,17 +306,22 @@ class DepthLayerNorm(nn.Module):
         # parameters keeps LayerNorm's own saved tensors and adds no activation to memory.
         g = self.gain()
         n = self.norm
-        return F.layer_norm(x, n.normalized_shape, n.weight * g, n.bias * g, n.eps)
+        bias = None if n.bias is None else n.bias * g
+        return F.layer_norm(x, n.normalized_shape, n.weight * g, bias, n.eps)
 
 
 def make_norm(
-    dim: int, depth: int, depth_ln: str, strength_init: float = 0.05, gain: DepthGain | None = None
+    dim: int, depth: int, depth_ln: str, strength_init: float = 0.05, gain: DepthGain | None = None,
+    bias: bool = True,
 ) -> nn.Module:
-    """A plain ``LayerNorm`` (``depth_ln="none"``) or a :class:`DepthLayerNorm` of the given form."""
+    """A plain ``LayerNorm`` (``depth_ln="none"``) or a :class:`DepthLayerNorm` of the given form.
+
+    ``bias=False``: no additive term (``nn.LayerNorm(dim, bias=False)``).
+    """
     check_choice("depth_ln", depth_ln, ("none",) + DEPTH_LN_FORMS)
     if depth_ln == "none":
-        return nn.LayerNorm(dim)
-    return DepthLayerNorm(dim, depth, depth_ln, strength_init, gain=gain)
+        return nn.LayerNorm(dim, bias=bias)
+    return DepthLayerNorm(dim, depth, depth_ln, strength_init, gain=gain, bias=bias)
 
 
 # ---------------------------------------------------------------------------

@@ -11,6 +11,12 @@ learn their width (AWNN).
                   ``token_mlp=`` (token MLPs), all kinds.
                   ``DenseMixer``, the DenseNet-style Mixer (H-ACN Appendix B, Fig. 7): concatenation
                   instead of a rule; MLP kinds ``fixed``, ``adaptive``.
+- ``transformer`` the pre-LN transformer block as one H-ACN layer (``f = t + c``, ``parts(x)`` for the
+                  ``hacn_code_vit`` rule), causal SDPA with RoPE, shared by the two models below.
+- ``vit``         ``ViT``, the simple ViT of Beyer et al. (2022) (H-ACN Sec. 3.3): 2-d sincos positions,
+                  global average pooling; any ``ResidualStack`` rule; MLP kinds ``mlp=``, all kinds.
+- ``decoder``     ``GPTDecoder``, the GPT-2 decoder with RoPE of H-ACN Sec. 3.4 / Table 4 (208.54M:
+                  bias-free, tied embeddings); any rule; layer-wise perplexity from one pass, chunked.
 - ``resnet``      ``preact_resnet`` / ``wide_resnet``, pre-activation ResNets and WRNs for CIFAR
                   (Residual Gates Sec. 3.2): rules ``resnet``, ``gated`` (``rule=``, or ``gated=True``).
 - ``fc``          ``mnist_fc``, fully connected MNIST networks (Residual Gates Sec. 3.1): rules
@@ -37,7 +43,9 @@ from typing import Any
 
 from torch import nn
 
-MODEL_NAMES: tuple[str, ...] = ("mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer")
+MODEL_NAMES: tuple[str, ...] = (
+    "mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer", "vit", "gpt_decoder",
+)
 
 
 def build_model(name: str, **kwargs: Any) -> nn.Module:
@@ -46,7 +54,7 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
     ``build_model("mnist_fc", kind="gated_resnet", depth=100)``,
     ``build_model("wide_resnet", depth=28, width=10, dropout=0.3, gated=True)``,
     ``build_model("mlp_mixer", rule="hacn", mlp="adaptive")`` (keyword arguments
-    are fields of ``MixerConfig`` / ``DenseMixerConfig``).
+    are fields of ``MixerConfig`` / ``DenseMixerConfig`` / ``ViTConfig`` / ``DecoderConfig``).
     """
     # Imported here so that importing the package stays cheap.
     if name == "mnist_fc":
@@ -69,4 +77,12 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
         from hacn_core.models.mixer import DenseMixer
 
         return DenseMixer(**kwargs)
+    if name == "vit":
+        from hacn_core.models.vit import ViT
+
+        return ViT(**kwargs)
+    if name == "gpt_decoder":
+        from hacn_core.models.decoder import GPTDecoder
+
+        return GPTDecoder(**kwargs)
     raise ValueError(f"name={name!r} is not a model; allowed: {', '.join(MODEL_NAMES)}")

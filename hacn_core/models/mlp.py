@@ -12,7 +12,8 @@ signature. The kinds:
 
 ``fixed``     ``Linear(in, hidden) -> GELU -> Linear(hidden, out)`` (:class:`Mlp`),
               the MLP of the MLP-Mixer (Tolstikhin et al., 2021; H-ACN Appendix A),
-              with optional dropout after each linear map.
+              with optional dropout after each linear map; option ``bias`` (default
+              True; ``False`` for the bias-free GPT-2 decoder of H-ACN Table 4).
 ``adaptive``  :class:`hacn_core.awnn.AdaptiveMLP` with one hidden layer whose width
               is learned (AWNN Sec. 3.1, Eq. 11-14): ``hidden`` is the *starting*
               width (``AWNNConfig.initial_width``); options are the other
@@ -22,7 +23,7 @@ signature. The kinds:
               :class:`~hacn_core.awnn.ELBOLoss` and :class:`~hacn_core.awnn.WidthCallback`,
               which find every ``AdaptiveMLP`` inside a model.
 ``gated``     :class:`GatedMlp`: the ``fixed`` MLP scaled by one scalar gate,
-              ``g(k) MLP(x)`` (Residual Gates Sec. 2.2; options ``g``, ``k_init``).
+              ``g(k) MLP(x)`` (Residual Gates Sec. 2.2; options ``g``, ``k_init``, ``bias``).
 
 Where ``gated`` makes sense
 ---------------------------
@@ -58,8 +59,10 @@ from hacn_core.hacn.connectivity import check_choice
 MLP_KINDS: tuple[str, ...] = ("fixed", "adaptive", "gated")
 #: the kinds for MLPs whose output is not a residual branch (see the module docstring)
 UNGATED_MLP_KINDS: tuple[str, ...] = ("fixed", "adaptive")
+#: options of the fixed kind (``bias``: the linear maps' additive terms, default True)
+FIXED_OPTIONS: tuple[str, ...] = ("bias",)
 #: options of the gated kind (Residual Gates Sec. 2.2 and 3.2: g = ReLU, k initialised to 1)
-GATED_OPTIONS: tuple[str, ...] = ("g", "k_init")
+GATED_OPTIONS: tuple[str, ...] = ("g", "k_init") + FIXED_OPTIONS
 #: AWNNConfig fields that the builder sets itself (sizes and the starting width)
 _ADAPTIVE_SET_BY_BUILDER: tuple[str, ...] = ("in_dim", "out_dim", "initial_width", "rate_init")
 
@@ -71,13 +74,18 @@ class MlpLayer(Protocol):
 
 
 class Mlp(nn.Sequential):
-    """``Linear -> GELU -> Linear`` (Mixer's MLP), optional dropout after each linear map."""
+    """``Linear -> GELU -> Linear`` (Mixer's MLP), optional dropout after each linear map.
 
-    def __init__(self, dim: int, hidden: int, out_dim: int | None = None, dropout: float = 0.0) -> None:
-        layers: list[nn.Module] = [nn.Linear(dim, hidden), nn.GELU()]
+    ``bias=False`` builds both linear maps without additive terms.
+    """
+
+    def __init__(
+        self, dim: int, hidden: int, out_dim: int | None = None, dropout: float = 0.0, bias: bool = True
+    ) -> None:
+        layers: list[nn.Module] = [nn.Linear(dim, hidden, bias=bias), nn.GELU()]
         if dropout:
             layers.append(nn.Dropout(dropout))
-        layers.append(nn.Linear(hidden, out_dim or dim))
+        layers.append(nn.Linear(hidden, out_dim or dim, bias=bias))
         if dropout:
             layers.append(nn.Dropout(dropout))
         super().__init__(*layers)
@@ -100,8 +108,9 @@ class GatedMlp(Mlp):
         *,
         g: str = "relu",
         k_init: float = 1.0,
+        bias: bool = True,
     ) -> None:
-        super().__init__(dim, hidden, out_dim, dropout)
+        super().__init__(dim, hidden, out_dim, dropout, bias)
         self.g = check_choice("g", g, tuple(GATE_FUNCTIONS))
         if isinstance(k_init, bool) or not isinstance(k_init, (int, float)):
             raise ValueError(f"k_init={k_init!r} must be a real number (Residual Gates initialise k = 1, Sec. 3.2)")
@@ -127,7 +136,7 @@ def adaptive_options() -> tuple[str, ...]:
 
 def _check_options(kind: str, options: dict[str, Any]) -> None:
     """Raise if ``options`` holds a name that ``kind`` does not take, naming the allowed ones."""
-    allowed = GATED_OPTIONS if kind == "gated" else adaptive_options() if kind == "adaptive" else ()
+    allowed = {"gated": GATED_OPTIONS, "fixed": FIXED_OPTIONS}.get(kind) or adaptive_options()
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(
@@ -154,7 +163,7 @@ def make_mlp(
     _check_options(kind, options)
     out = out_features or in_features
     if kind == "fixed":
-        return Mlp(in_features, hidden, out, dropout)
+        return Mlp(in_features, hidden, out, dropout, **options)
     if kind == "gated":
         return GatedMlp(in_features, hidden, out, dropout, **options)
     if dropout:
@@ -217,6 +226,7 @@ def mlp_kind(spec: str | MlpLayer) -> str | None:
 
 
 __all__ = [
+    "FIXED_OPTIONS",
     "GATED_OPTIONS",
     "MLP_KINDS",
     "UNGATED_MLP_KINDS",

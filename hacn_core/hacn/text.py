@@ -1,0 +1,471 @@
+"""Text utilities of the H-ACN language-modelling study (Sec. 3.4, Table 1, Fig. 4).
+
+The paper pre-trains GPT-2 decoders on OpenWebText2 / PG-19 and evaluates them
+zero-shot on HellaSwag, PIQA and ARC-E, also under character-level noise
+(Table 1). Offline, the book trains a character-level decoder on Tiny
+Shakespeare and evaluates it on a multiple-choice cloze of held-out lines with
+the same scorer and the same noise. This module holds the pieces:
+
+Character noise (Table 1)
+    "For each character, with probability p, we either remove it, insert another
+    character, or swap it with the subsequent character." :func:`char_noise`
+    draws, for every character of the input, whether it is edited (probability
+    ``p``) and which edit (uniform over ``ops``): ``delete`` drops it, ``insert``
+    puts a random character of ``alphabet`` before it (the character is kept),
+    ``swap`` exchanges it with the next character (the pair is then done: the
+    next character's own draw is not used; a swap on the last character does
+    nothing). ``substitute`` (replace it by a different random character) is an
+    extra op, off by default, for the reading "insert another character in its
+    place". :func:`char_noise_with_log` also returns the edits applied.
+
+Multiple-choice scoring (the zero-shot protocol)
+    :func:`score_endings` scores each ending by the log-likelihood of its tokens
+    given the context (and the ending's earlier tokens) under a model that maps
+    token ids ``(B, T)`` to logits ``(B, T, V)``, normalised by the ending's
+    length in tokens (``normalize="tokens"``, the default) or not (``"none"``);
+    the prediction is the best-scoring ending. One batched, right-padded forward
+    pass per question (a causal model never sees the padding).
+
+Character tokenizer and token files (nanoGPT's approach)
+    :class:`CharTokenizer` maps each distinct character of a corpus to an id
+    (65 for Tiny Shakespeare, sorted). :func:`tokenize_to_file` tokenises a text
+    once into a flat ``uint16`` file read back as a ``numpy.memmap``
+    (:func:`read_tokens`), with a sidecar ``.json`` (text hash, vocabulary,
+    length) so that a second call re-uses the file; :func:`get_batch` draws
+    training windows from it. :func:`split_text` is nanoGPT's 90 / 10 split.
+
+Multiple-choice cloze from held-out Tiny Shakespeare
+    :func:`shakespeare_cloze`: each item is ``context_lines`` lines of the
+    held-out text, its true next line, and ``n_choices - 1`` other lines drawn
+    from elsewhere in the held-out text, in a seeded random order.
+
+Data: :func:`tiny_shakespeare` reads ``$HACN_DATA/tinyshakespeare/input.txt``
+through :func:`hacn_core.engine.data.load_text` (a missing file raises
+``DatasetMissingError`` naming the folder and how to fetch it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hacn_core.hacn.connectivity import check_choice
+
+NOISE_OPS: tuple[str, ...] = ("delete", "insert", "swap", "substitute")
+#: Table 1's edits
+PAPER_NOISE_OPS: tuple[str, ...] = ("delete", "insert", "swap")
+NORMALIZATIONS: tuple[str, ...] = ("tokens", "none")
+TOKEN_DTYPE = np.uint16
+
+RngLike = int | np.random.Generator | None
+
+
+def as_rng(rng: RngLike) -> np.random.Generator:
+    """A numpy ``Generator`` from a seed, a generator (used as is) or ``None`` (fresh entropy)."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or (isinstance(rng, int) and not isinstance(rng, bool)):
+        return np.random.default_rng(rng)
+    raise ValueError(f"rng={rng!r} must be a seed (int), a numpy Generator or None")
+
+
+# ---------------------------------------------------------------------------
+# Character noise (Table 1)
+# ---------------------------------------------------------------------------
+
+
+def char_noise_with_log(
+    text: str,
+    p: float,
+    rng: RngLike = None,
+    ops: Sequence[str] = PAPER_NOISE_OPS,
+    alphabet: str = string.ascii_letters,
+) -> tuple[str, dict[str, int]]:
+    """Character noise of Table 1 (module docstring) and the number of edits of each kind applied.
+
+    ``p``: probability that a character is edited; ``ops``: the edits, drawn
+    uniformly; ``alphabet``: the characters ``insert`` / ``substitute`` draw from
+    (pass a tokenizer's vocabulary to stay inside it).
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"p={p!r} must be a probability in [0, 1]")
+    ops = tuple(ops)
+    if not ops:
+        raise ValueError(f"ops: need at least one edit; allowed: {', '.join(NOISE_OPS)}")
+    for op in ops:
+        check_choice("ops", op, NOISE_OPS)
+    if not alphabet and ({"insert", "substitute"} & set(ops)):
+        raise ValueError("alphabet: insert and substitute need at least one character to draw from")
+    g = as_rng(rng)
+    n = len(text)
+    edited = g.random(n) < p  # one draw per character, fixed before any edit is applied
+    which = g.integers(len(ops), size=n)
+    fresh = g.integers(max(len(alphabet), 1), size=n)  # the character an insert/substitute would use
+    counts = {op: 0 for op in ops}
+    out: list[str] = []
+    i = 0
+    while i < n:
+        ch = text[i]
+        if not edited[i]:
+            out.append(ch)
+            i += 1
+            continue
+        op = ops[which[i]]
+        if op == "delete":
+            counts[op] += 1
+        elif op == "insert":
+            out += [alphabet[fresh[i]], ch]
+            counts[op] += 1
+        elif op == "substitute":
+            new = alphabet[fresh[i]]
+            if new == ch and len(alphabet) > 1:  # a substitute must differ: take the next letter
+                new = alphabet[(fresh[i] + 1) % len(alphabet)]
+            out.append(new)
+            counts[op] += 1
+        elif i + 1 < n:  # swap with the next character; the pair is done
+            out += [text[i + 1], ch]
+            counts[op] += 1
+            i += 2
+            continue
+        else:  # a swap on the last character has no partner
+            out.append(ch)
+        i += 1
+    return "".join(out), counts
+
+
+def char_noise(
+    text: str,
+    p: float,
+    rng: RngLike = None,
+    ops: Sequence[str] = PAPER_NOISE_OPS,
+    alphabet: str = string.ascii_letters,
+) -> str:
+    """``text`` with Table 1's character noise at rate ``p`` (see :func:`char_noise_with_log`)."""
+    return char_noise_with_log(text, p, rng, ops, alphabet)[0]
+
+
+# ---------------------------------------------------------------------------
+# Multiple-choice scoring by length-normalised log-likelihood
+# ---------------------------------------------------------------------------
+
+
+def _as_ids(ids: Sequence[int] | Tensor | np.ndarray, name: str) -> list[int]:
+    if isinstance(ids, (Tensor, np.ndarray)):
+        if ids.ndim != 1:
+            raise ValueError(f"{name}: expected a 1-d sequence of token ids, got shape {tuple(ids.shape)}")
+        return [int(v) for v in ids.tolist()]
+    return [int(v) for v in ids]
+
+
+@torch.no_grad()
+def score_endings(
+    model: Callable[[Tensor], Tensor],
+    context: Sequence[int] | Tensor,
+    endings: Sequence[Sequence[int] | Tensor],
+    normalize: str = "tokens",
+    max_len: int | None = None,
+    device: str | torch.device = "cpu",
+    pad_id: int = 0,
+) -> Tensor:
+    """Score of each ending given the context, ``(n_endings,)`` float64 (higher is more likely).
+
+    ``score_k = sum_j log p(e_kj | context, e_k1..e_k(j-1))``, divided by the
+    ending's length in tokens for ``normalize="tokens"``. ``model`` maps ids
+    ``(B, T)`` to logits ``(B, T, V)`` (e.g. a ``GPTDecoder``, or
+    ``lambda ids: decoder(ids, num_layers=i)`` for an early exit). ``max_len``:
+    the model's longest input; longer inputs lose context tokens from the left.
+    """
+    check_choice("normalize", normalize, NORMALIZATIONS)
+    ctx = _as_ids(context, "context")
+    ends = [_as_ids(e, f"endings[{k}]") for k, e in enumerate(endings)]
+    if not ctx:
+        raise ValueError("context: needs at least one token (the first ending token is predicted from it)")
+    if not ends or any(len(e) == 0 for e in ends):
+        raise ValueError("endings: need at least one ending, each with at least one token")
+    rows, starts = [], []
+    for e in ends:
+        seq = ctx + e
+        inp = seq[:-1]  # the model reads seq[:-1] and predicts seq[1:]
+        first = len(ctx) - 1  # input position whose prediction is the ending's first token
+        if max_len is not None and len(inp) > max_len:
+            if len(e) > max_len:
+                raise ValueError(f"endings: an ending of {len(e)} tokens does not fit max_len={max_len}")
+            cut = len(inp) - max_len
+            inp, first = inp[cut:], first - cut
+        rows.append(inp)
+        starts.append(first)
+    width = max(len(r) for r in rows)
+    batch = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    for k, r in enumerate(rows):
+        batch[k, : len(r)] = torch.tensor(r)  # right padding: a causal model never sees it
+    logp = torch.log_softmax(model(batch.to(device)).double(), dim=-1).cpu()  # (E, T, V)
+    scores = []
+    for k, e in enumerate(ends):
+        pos = torch.arange(starts[k], starts[k] + len(e))
+        total = logp[k, pos, torch.tensor(e)].sum()
+        scores.append(total / len(e) if normalize == "tokens" else total)
+    return torch.stack(scores)
+
+
+# ---------------------------------------------------------------------------
+# Character tokenizer, token files, batches
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CharTokenizer:
+    """One id per character: ``chars[i]`` has id ``i`` (Tiny Shakespeare: 65 sorted characters)."""
+
+    chars: str
+
+    def __post_init__(self) -> None:
+        if not self.chars or len(set(self.chars)) != len(self.chars):
+            raise ValueError("chars: the vocabulary must be a non-empty string of distinct characters")
+        if len(self.chars) > np.iinfo(TOKEN_DTYPE).max + 1:
+            raise ValueError(f"chars: {len(self.chars)} characters do not fit uint16 token ids")
+        object.__setattr__(self, "_index", {c: i for i, c in enumerate(self.chars)})
+
+    @classmethod
+    def from_text(cls, text: str) -> CharTokenizer:
+        """The sorted distinct characters of ``text``."""
+        return cls("".join(sorted(set(text))))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` (``uint16``); a character outside the vocabulary raises, naming it."""
+        index = self._index  # type: ignore[attr-defined]
+        try:
+            return np.fromiter((index[c] for c in text), dtype=TOKEN_DTYPE, count=len(text))
+        except KeyError as err:
+            pos = next(i for i, c in enumerate(text) if c not in index)
+            raise ValueError(
+                f"text: character {err.args[0]!r} at position {pos} is not in the tokenizer's vocabulary "
+                f"({self.vocab_size} characters)"
+            ) from None
+
+    def decode(self, ids: Sequence[int] | np.ndarray | Tensor) -> str:
+        ids = ids.tolist() if isinstance(ids, (np.ndarray, Tensor)) else ids
+        bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids: {bad[0]} is not a token id; allowed: 0..{self.vocab_size - 1}")
+        return "".join(self.chars[int(i)] for i in ids)
+
+
+def tiny_shakespeare(root: str | os.PathLike[str] | None = None, download: bool | None = None) -> tuple[str, CharTokenizer]:
+    """Tiny Shakespeare's text (``$HACN_DATA/tinyshakespeare/input.txt``) and its character tokenizer."""
+    from hacn_core.engine.data import load_text
+
+    text = load_text("tinyshakespeare", root, download)
+    return text, CharTokenizer.from_text(text)
+
+
+def split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
+    """nanoGPT's split: the first ``1 - val_fraction`` of the characters train, the rest is held out."""
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction={val_fraction!r} must be in (0, 1)")
+    cut = int(len(text) * (1 - val_fraction))
+    return text[:cut], text[cut:]
+
+
+def write_tokens(ids: Sequence[int] | np.ndarray, path: str | os.PathLike[str]) -> Path:
+    """Write token ids as a flat little-endian ``uint16`` file (atomically: a temp file, then rename)."""
+    arr = np.asarray(ids)
+    if arr.ndim != 1:
+        raise ValueError(f"ids: expected a 1-d sequence of token ids, got shape {arr.shape}")
+    if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(TOKEN_DTYPE).max):
+        raise ValueError(f"ids: values must be in 0..{np.iinfo(TOKEN_DTYPE).max} to be stored as uint16")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    arr.astype("<u2").tofile(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_tokens(path: str | os.PathLike[str]) -> np.memmap:
+    """The token file at ``path`` as a read-only ``uint16`` memmap (nothing is loaded until indexed)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"token file not found: {path}")
+    if path.stat().st_size % 2:
+        raise ValueError(f"{path}: {path.stat().st_size} bytes is not a whole number of uint16 tokens")
+    return np.memmap(path, dtype="<u2", mode="r")
+
+
+def tokenize_to_file(text: str, tokenizer: CharTokenizer, path: str | os.PathLike[str]) -> np.memmap:
+    """Tokenise ``text`` once into ``path`` (+ ``path.json``) and return it as a memmap.
+
+    If the sidecar records the same text hash and vocabulary, the existing file
+    is returned without tokenising again.
+    """
+    path = Path(path)
+    meta_path = path.with_name(path.name + ".json")
+    meta = {
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "chars": tokenizer.chars,
+        "tokens": len(text),
+        "dtype": "uint16",
+    }
+    if path.is_file() and meta_path.is_file():
+        try:
+            if json.loads(meta_path.read_text(encoding="utf-8")) == meta and path.stat().st_size == 2 * len(text):
+                return read_tokens(path)
+        except (OSError, ValueError):
+            pass  # an unreadable sidecar: tokenise again
+    write_tokens(tokenizer.encode(text), path)
+    tmp = meta_path.with_name(meta_path.name + ".tmp")
+    tmp.write_text(json.dumps(meta), encoding="utf-8")
+    os.replace(tmp, meta_path)
+    return read_tokens(path)
+
+
+def get_batch(
+    tokens: np.ndarray, batch_size: int, block_size: int, rng: RngLike = None
+) -> tuple[Tensor, Tensor]:
+    """``batch_size`` random windows ``x`` ``(B, block_size)`` and their next tokens ``y`` (int64), nanoGPT style."""
+    if len(tokens) < block_size + 1:
+        raise ValueError(f"tokens: {len(tokens)} tokens are too few for block_size={block_size} (+1 target)")
+    g = as_rng(rng)
+    starts = g.integers(0, len(tokens) - block_size, size=batch_size)
+    x = np.stack([np.asarray(tokens[s:s + block_size], dtype=np.int64) for s in starts])
+    y = np.stack([np.asarray(tokens[s + 1:s + 1 + block_size], dtype=np.int64) for s in starts])
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+# ---------------------------------------------------------------------------
+# Multiple-choice cloze from held-out Tiny Shakespeare
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClozeItem:
+    """A context, candidate endings and the index of the true one."""
+
+    context: str
+    endings: tuple[str, ...]
+    label: int
+
+
+def shakespeare_cloze(
+    held_out: str,
+    n_items: int = 500,
+    n_choices: int = 4,
+    context_lines: int = 4,
+    min_chars: int = 20,
+    seed: int = 0,
+) -> list[ClozeItem]:
+    """Multiple-choice cloze items from held-out text (e.g. ``split_text(text)[1]``), seeded.
+
+    Item: ``context_lines`` consecutive lines (each ending in ``"\\n"``), the true
+    next line as one ending, and ``n_choices - 1`` lines drawn from elsewhere in
+    ``held_out`` (more than ``context_lines`` lines away, different text). Answer
+    and distractor lines have at least ``min_chars`` characters, which leaves out
+    speaker names ("ROMEO:") and blank lines. Endings carry no newline.
+    """
+    for name, v, low in (("n_items", n_items, 1), ("n_choices", n_choices, 2), ("context_lines", context_lines, 1),
+                         ("min_chars", min_chars, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{name}={v!r} must be an integer >= {low}")
+    lines = held_out.split("\n")
+    long_lines = [j for j, line in enumerate(lines) if len(line) >= min_chars]
+    answers = [j for j in long_lines if j >= context_lines]
+    if len(answers) < n_items:
+        raise ValueError(
+            f"held_out: only {len(answers)} lines of >= {min_chars} characters can be answers; n_items={n_items}"
+        )
+    g = as_rng(seed)
+    pool = np.asarray(long_lines)
+    items = []
+    for j in g.choice(answers, size=n_items, replace=False):
+        j = int(j)
+        true = lines[j]
+        picked: list[str] = []
+        for k in g.permutation(pool):
+            line = lines[int(k)]
+            if abs(int(k) - j) > context_lines and line != true and line not in picked:
+                picked.append(line)
+                if len(picked) == n_choices - 1:
+                    break
+        if len(picked) < n_choices - 1:
+            raise ValueError(f"held_out: too few distinct lines for n_choices={n_choices}")
+        label = int(g.integers(n_choices))
+        endings = picked[:label] + [true] + picked[label:]
+        context = "".join(line + "\n" for line in lines[j - context_lines:j])
+        items.append(ClozeItem(context, tuple(endings), label))
+    return items
+
+
+def noisy_item(item: ClozeItem, p: float, rng: RngLike, ops: Sequence[str] = PAPER_NOISE_OPS,
+               alphabet: str = string.ascii_letters) -> ClozeItem:
+    """The item with Table 1's character noise applied to its context and to every ending."""
+    g = as_rng(rng)
+    return ClozeItem(
+        char_noise(item.context, p, g, ops, alphabet),
+        tuple(char_noise(e, p, g, ops, alphabet) or e for e in item.endings),  # never an empty ending
+        item.label,
+    )
+
+
+def multiple_choice_accuracy(
+    model: Callable[[Tensor], Tensor],
+    items: Sequence[ClozeItem],
+    tokenizer: CharTokenizer,
+    noise_p: float = 0.0,
+    seed: int = 0,
+    normalize: str = "tokens",
+    max_len: int | None = None,
+    device: str | torch.device = "cpu",
+) -> float:
+    """Fraction of ``items`` whose true ending scores best (:func:`score_endings`), optionally under noise.
+
+    With ``noise_p > 0`` each item is corrupted by :func:`noisy_item`, inserting
+    only letters of the tokenizer's vocabulary, from one seeded generator.
+    """
+    if not items:
+        raise ValueError("items: no questions to score")
+    g = as_rng(seed)
+    letters = "".join(c for c in tokenizer.chars if c.isalpha()) or tokenizer.chars
+    correct = 0
+    for item in items:
+        if noise_p:
+            item = noisy_item(item, noise_p, g, alphabet=letters)
+        scores = score_endings(
+            model, tokenizer.encode(item.context), [tokenizer.encode(e) for e in item.endings],
+            normalize=normalize, max_len=max_len, device=device,
+        )
+        correct += int(scores.argmax()) == item.label
+    return correct / len(items)
+
+
+__all__ = [
+    "NOISE_OPS",
+    "NORMALIZATIONS",
+    "PAPER_NOISE_OPS",
+    "CharTokenizer",
+    "ClozeItem",
+    "as_rng",
+    "char_noise",
+    "char_noise_with_log",
+    "get_batch",
+    "multiple_choice_accuracy",
+    "noisy_item",
+    "read_tokens",
+    "score_endings",
+    "shakespeare_cloze",
+    "split_text",
+    "tiny_shakespeare",
+    "tokenize_to_file",
+    "write_tokens",
+]
