@@ -137,7 +137,7 @@ def test_gated_mlp_scales_the_fixed_mlp_by_g_of_k() -> None:
         (lambda: DenseMixerConfig(mlp=mlp_layer("gated")),
          "DenseMixerConfig.mlp.kind='gated' is not valid; allowed: fixed, adaptive"),
         (lambda: MixerConfig(mlp=3), "MixerConfig.mlp=3 is not an MLP layer; allowed: a kind (fixed, adaptive, gated)"),
-        (lambda: mlp_layer("fixed", k_init=1.0), "mlp='fixed' has no option k_init; allowed: none"),
+        (lambda: mlp_layer("fixed", k_init=1.0), "mlp='fixed' has no option k_init; allowed: activation, negative_slope"),
         (lambda: make_mlp("adaptive", 8, 12, initial_width=3),
          "mlp='adaptive' has no option initial_width; allowed: n_hidden_layers, activation"),
         (lambda: MixerConfig(mlp="adaptive", dropout=0.1),
