@@ -314,9 +314,15 @@ def test_geometry_is_shared_by_both_mixer_configs() -> None:
 
 
 def test_build_model_builds_every_backbone() -> None:
-    assert MODEL_NAMES == ("mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer")
+    assert MODEL_NAMES == ("mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer", "resnet20",
+                           "gin", "seq2seq")
     mixer = build_model("mlp_mixer", rule="hacn", mlp="adaptive", **TINY)
     assert isinstance(mixer, MLPMixer) and len(adaptive_mlps(mixer)) == 2
     assert isinstance(build_model("dense_mixer", growth=4, **TINY), DenseMixer)
     assert build_model("mnist_fc", rule="gated", depth=4).config.kind == "gated_resnet"
     assert build_model("preact_resnet", n=1, rule="gated").config.gated
+    assert build_model("resnet20", head="adaptive", in_channels=1).head.widths() == [116]
+    assert len(adaptive_mlps(build_model("gin", in_features=37, num_classes=2, layers=4, mlp="adaptive"))) == 5
+    text = build_model("seq2seq", src_vocab=9, tgt_vocab=9, d_model=8, heads=2, encoder_layers=1, decoder_layers=1,
+                       ffn="adaptive")
+    assert len(adaptive_mlps(text)) == 2
