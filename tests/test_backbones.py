@@ -137,7 +137,8 @@ def test_gated_mlp_scales_the_fixed_mlp_by_g_of_k() -> None:
         (lambda: DenseMixerConfig(mlp=mlp_layer("gated")),
          "DenseMixerConfig.mlp.kind='gated' is not valid; allowed: fixed, adaptive"),
         (lambda: MixerConfig(mlp=3), "MixerConfig.mlp=3 is not an MLP layer; allowed: a kind (fixed, adaptive, gated)"),
-        (lambda: mlp_layer("fixed", k_init=1.0), "mlp='fixed' has no option k_init; allowed: bias"),
+        (lambda: mlp_layer("fixed", k_init=1.0),
+         "mlp='fixed' has no option k_init; allowed: bias, activation, negative_slope"),
         (lambda: make_mlp("adaptive", 8, 12, initial_width=3),
          "mlp='adaptive' has no option initial_width; allowed: n_hidden_layers, activation"),
         (lambda: MixerConfig(mlp="adaptive", dropout=0.1),
@@ -315,7 +316,8 @@ def test_geometry_is_shared_by_both_mixer_configs() -> None:
 
 def test_build_model_builds_every_backbone() -> None:
     assert MODEL_NAMES == (
-        "mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer", "vit", "gpt_decoder",
+        "mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer", "vit", "gpt_decoder", "resnet20",
+        "gin", "seq2seq",
     )
     vit = build_model("vit", image_size=8, patch_size=4, num_classes=3, dim=8, num_layers=2, num_heads=2, mlp_dim=8)
     assert vit.config.rule == "hacn" and vit.layerwise_logits(torch.zeros(1, 3, 8, 8)).shape == (3, 1, 3)
@@ -326,3 +328,8 @@ def test_build_model_builds_every_backbone() -> None:
     assert isinstance(build_model("dense_mixer", growth=4, **TINY), DenseMixer)
     assert build_model("mnist_fc", rule="gated", depth=4).config.kind == "gated_resnet"
     assert build_model("preact_resnet", n=1, rule="gated").config.gated
+    assert build_model("resnet20", head="adaptive", in_channels=1).head.widths() == [116]
+    assert len(adaptive_mlps(build_model("gin", in_features=37, num_classes=2, layers=4, mlp="adaptive"))) == 5
+    text = build_model("seq2seq", src_vocab=9, tgt_vocab=9, d_model=8, heads=2, encoder_layers=1, decoder_layers=1,
+                       ffn="adaptive")
+    assert len(adaptive_mlps(text)) == 2

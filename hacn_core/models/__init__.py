@@ -23,6 +23,12 @@ learn their width (AWNN).
                   ``plain``, ``resnet``, ``gated_plain``, ``gated`` (``rule=``, or ``kind=``).
 - ``stacked_fc``  ``StackedFCNet``, many ``fc`` networks trained as one batched model (seeds and
                   settings side by side), each member with its own rule.
+- ``resnet20``    ``ResNet20``, the post-activation CIFAR ResNet-20 of He et al. (2016) whose classifier
+                  is a fixed or adaptive MLP (AWNN App. C.2, Table 4; ``head=``).
+- ``gin``         ``GIN``, the Graph Isomorphism Network whose MLPs are an MLP kind (AWNN App. C.4,
+                  Table 5; ``mlp=``, ``fixed`` or ``adaptive``).
+- ``seq2seq``     ``Seq2SeqTransformer``, the encoder-decoder Transformer whose FFNs are an MLP kind
+                  (AWNN App. C.3; ``ffn=``, ``fixed`` or ``adaptive``).
 - ``mlp``         the MLP kinds below.
 
 MLP kinds (``mlp``: :data:`~hacn_core.models.mlp.MLP_KINDS`, built by
@@ -44,7 +50,8 @@ from typing import Any
 from torch import nn
 
 MODEL_NAMES: tuple[str, ...] = (
-    "mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer", "vit", "gpt_decoder",
+    "mnist_fc", "preact_resnet", "wide_resnet", "mlp_mixer", "dense_mixer", "vit", "gpt_decoder", "resnet20", "gin",
+    "seq2seq",
 )
 
 
@@ -54,7 +61,10 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
     ``build_model("mnist_fc", kind="gated_resnet", depth=100)``,
     ``build_model("wide_resnet", depth=28, width=10, dropout=0.3, gated=True)``,
     ``build_model("mlp_mixer", rule="hacn", mlp="adaptive")`` (keyword arguments
-    are fields of ``MixerConfig`` / ``DenseMixerConfig`` / ``ViTConfig`` / ``DecoderConfig``).
+    are fields of ``MixerConfig`` / ``DenseMixerConfig`` / ``ViTConfig`` / ``DecoderConfig``),
+    ``build_model("resnet20", head="adaptive")``,
+    ``build_model("gin", in_features=37, num_classes=2, mlp="adaptive")`` (fields of ``ResNet20Config``,
+    ``GINConfig``, ``TransformerConfig``).
     """
     # Imported here so that importing the package stays cheap.
     if name == "mnist_fc":
@@ -85,4 +95,16 @@ def build_model(name: str, **kwargs: Any) -> nn.Module:
         from hacn_core.models.decoder import GPTDecoder
 
         return GPTDecoder(**kwargs)
+    if name == "resnet20":
+        from hacn_core.models.resnet20 import ResNet20
+
+        return ResNet20(**kwargs)
+    if name == "gin":
+        from hacn_core.models.gin import GIN
+
+        return GIN(**kwargs)
+    if name == "seq2seq":
+        from hacn_core.models.seq2seq import Seq2SeqTransformer
+
+        return Seq2SeqTransformer(**kwargs)
     raise ValueError(f"name={name!r} is not a model; allowed: {', '.join(MODEL_NAMES)}")

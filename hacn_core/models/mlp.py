@@ -12,14 +12,20 @@ signature. The kinds:
 
 ``fixed``     ``Linear(in, hidden) -> GELU -> Linear(hidden, out)`` (:class:`Mlp`),
               the MLP of the MLP-Mixer (Tolstikhin et al., 2021; H-ACN Appendix A),
-              with optional dropout after each linear map; option ``bias`` (default
-              True; ``False`` for the bias-free GPT-2 decoder of H-ACN Table 4).
+              with optional dropout after each linear map. Options ``bias`` (default
+              True; ``False`` for the bias-free GPT-2 decoder of H-ACN Table 4),
+              ``activation`` (one of :data:`FIXED_ACTIVATIONS`, GELU by default: the AWNN
+              baselines use LeakyReLU for images, AWNN App. C.2, and ReLU in GIN and the
+              Transformer's FFNs) and ``negative_slope`` (LeakyReLU, 0.01).
 ``adaptive``  :class:`hacn_core.awnn.AdaptiveMLP` with one hidden layer whose width
               is learned (AWNN Sec. 3.1, Eq. 11-14): ``hidden`` is the *starting*
-              width (``AWNNConfig.initial_width``); options are the other
-              :class:`~hacn_core.awnn.AWNNConfig` fields (``k``, ``activation``,
-              ``max_width``, ...). Its hidden activation is one of AWNN's (ReLU by
-              default, no GELU) and it has no dropout. Train it with
+              width (``AWNNConfig.initial_width``), unless the option ``rate_init``
+              gives the starting rate ``nu_0`` as the paper does (0.02 for images and
+              graphs, 0.004 for the Transformer, App. C): the starting width is then
+              Eq. 11's quantile of that rate and ``hidden`` is not used. Other options
+              are the other :class:`~hacn_core.awnn.AWNNConfig` fields (``k``,
+              ``activation``, ``max_width``, ...). Its hidden activation is one of
+              AWNN's (ReLU by default, no GELU) and it has no dropout. Train it with
               :class:`~hacn_core.awnn.ELBOLoss` and :class:`~hacn_core.awnn.WidthCallback`,
               which find every ``AdaptiveMLP`` inside a model.
 ``gated``     :class:`GatedMlp`: the ``fixed`` MLP scaled by one scalar gate,
@@ -59,12 +65,15 @@ from hacn_core.hacn.connectivity import check_choice
 MLP_KINDS: tuple[str, ...] = ("fixed", "adaptive", "gated")
 #: the kinds for MLPs whose output is not a residual branch (see the module docstring)
 UNGATED_MLP_KINDS: tuple[str, ...] = ("fixed", "adaptive")
-#: options of the fixed kind (``bias``: the linear maps' additive terms, default True)
-FIXED_OPTIONS: tuple[str, ...] = ("bias",)
-#: options of the gated kind (Residual Gates Sec. 2.2 and 3.2: g = ReLU, k initialised to 1)
-GATED_OPTIONS: tuple[str, ...] = ("g", "k_init") + FIXED_OPTIONS
+#: options of the gated kind (Residual Gates Sec. 2.2 and 3.2: g = ReLU, k initialised to 1),
+#: besides the fixed kind's options
+GATED_OPTIONS: tuple[str, ...] = ("g", "k_init")
+#: options of the fixed kind (and of the gated kind, which scales it); ``bias``: the linear maps' additive terms
+FIXED_OPTIONS: tuple[str, ...] = ("bias", "activation", "negative_slope")
+#: hidden activations of the fixed kind: GELU (the Mixer's) and AWNN's four
+FIXED_ACTIVATIONS: tuple[str, ...] = ("gelu", "relu", "leaky_relu", "relu6", "tanh")
 #: AWNNConfig fields that the builder sets itself (sizes and the starting width)
-_ADAPTIVE_SET_BY_BUILDER: tuple[str, ...] = ("in_dim", "out_dim", "initial_width", "rate_init")
+_ADAPTIVE_SET_BY_BUILDER: tuple[str, ...] = ("in_dim", "out_dim", "initial_width")
 
 
 class MlpLayer(Protocol):
@@ -73,16 +82,24 @@ class MlpLayer(Protocol):
     def __call__(self, in_features: int, hidden: int, out_features: int, *, dropout: float = 0.0) -> nn.Module: ...
 
 
+def _activation(name: str, negative_slope: float) -> nn.Module:
+    """The module of a fixed MLP's hidden activation (one of :data:`FIXED_ACTIVATIONS`)."""
+    check_choice("activation", name, FIXED_ACTIVATIONS)
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) or negative_slope < 0:
+        raise ValueError(f"negative_slope={negative_slope!r} must be a number >= 0")
+    return {"gelu": nn.GELU, "relu": nn.ReLU, "relu6": nn.ReLU6, "tanh": nn.Tanh,
+            "leaky_relu": lambda: nn.LeakyReLU(float(negative_slope))}[name]()
+
+
 class Mlp(nn.Sequential):
-    """``Linear -> GELU -> Linear`` (Mixer's MLP), optional dropout after each linear map.
+    """``Linear -> activation -> Linear`` (GELU: Mixer's MLP), optional dropout after each linear map.
 
     ``bias=False`` builds both linear maps without additive terms.
     """
 
-    def __init__(
-        self, dim: int, hidden: int, out_dim: int | None = None, dropout: float = 0.0, bias: bool = True
-    ) -> None:
-        layers: list[nn.Module] = [nn.Linear(dim, hidden, bias=bias), nn.GELU()]
+    def __init__(self, dim: int, hidden: int, out_dim: int | None = None, dropout: float = 0.0,
+                 activation: str = "gelu", negative_slope: float = 0.01, bias: bool = True) -> None:
+        layers: list[nn.Module] = [nn.Linear(dim, hidden, bias=bias), _activation(activation, negative_slope)]
         if dropout:
             layers.append(nn.Dropout(dropout))
         layers.append(nn.Linear(hidden, out_dim or dim, bias=bias))
@@ -108,9 +125,11 @@ class GatedMlp(Mlp):
         *,
         g: str = "relu",
         k_init: float = 1.0,
+        activation: str = "gelu",
+        negative_slope: float = 0.01,
         bias: bool = True,
     ) -> None:
-        super().__init__(dim, hidden, out_dim, dropout, bias)
+        super().__init__(dim, hidden, out_dim, dropout, activation, negative_slope, bias)
         self.g = check_choice("g", g, tuple(GATE_FUNCTIONS))
         if isinstance(k_init, bool) or not isinstance(k_init, (int, float)):
             raise ValueError(f"k_init={k_init!r} must be a real number (Residual Gates initialise k = 1, Sec. 3.2)")
@@ -136,7 +155,7 @@ def adaptive_options() -> tuple[str, ...]:
 
 def _check_options(kind: str, options: dict[str, Any]) -> None:
     """Raise if ``options`` holds a name that ``kind`` does not take, naming the allowed ones."""
-    allowed = {"gated": GATED_OPTIONS, "fixed": FIXED_OPTIONS}.get(kind) or adaptive_options()
+    allowed = {"fixed": FIXED_OPTIONS, "gated": FIXED_OPTIONS + GATED_OPTIONS}.get(kind) or adaptive_options()
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(
@@ -155,8 +174,8 @@ def make_mlp(
 ) -> nn.Module:
     """One MLP ``(..., in_features) -> (..., out_features)`` of ``kind`` (see the module docstring).
 
-    ``hidden`` is the hidden width (the starting width for ``adaptive``);
-    ``out_features`` defaults to ``in_features``. ``make_mlp("fixed", d, h)`` is
+    ``hidden`` is the hidden width (the starting width for ``adaptive``, unless the
+    option ``rate_init`` sets the starting rate); ``out_features`` defaults to ``in_features``. ``make_mlp("fixed", d, h)`` is
     ``Mlp(d, h)``, drawing the same initial values from the same random state.
     """
     check_choice("mlp", kind, MLP_KINDS)
@@ -170,6 +189,9 @@ def make_mlp(
         raise ValueError(f"dropout={dropout!r} is not available for mlp='adaptive' (AWNN Eq. 14 has none); allowed: 0")
     from hacn_core.awnn import AdaptiveMLP, AWNNConfig
 
+    if options.get("rate_init") is not None:  # the paper's way: a starting rate (Eq. 11 gives the width)
+        return AdaptiveMLP(AWNNConfig(in_dim=in_features, out_dim=out, **options))
+    options.pop("rate_init", None)
     return AdaptiveMLP(AWNNConfig(in_dim=in_features, out_dim=out, initial_width=hidden, **options))
 
 
@@ -226,6 +248,7 @@ def mlp_kind(spec: str | MlpLayer) -> str | None:
 
 
 __all__ = [
+    "FIXED_ACTIVATIONS",
     "FIXED_OPTIONS",
     "GATED_OPTIONS",
     "MLP_KINDS",
