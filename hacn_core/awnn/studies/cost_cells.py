@@ -40,6 +40,7 @@ from torch import nn
 
 from hacn_core.awnn import AdaptiveMLP, AWNNConfig, ELBOLoss, RatePrior, fast_cpp, update_widths
 from hacn_core.engine.data import synthetic_splits
+from hacn_core.engine.registry import Experiment
 
 OBJECTIVES: tuple[str, ...] = ("likelihood", "elbo")
 PHASES: tuple[str, ...] = ("adapting", "steady")
@@ -193,3 +194,46 @@ def cells_table(rows: Sequence[dict[str, Any]], before: Sequence[dict[str, Any]]
         table.insert(table.columns.get_loc("ratio"), "ratio before",
                      [old.get(idx, float("nan")) for idx in table.index])
     return table
+
+
+# ----------------------------------------------------------------------------- the stored measurement
+
+CELLS_ID = "awnn-step-cells"
+ROW_KEYS: tuple[str, ...] = ("objective", "layers", "phase", "start_width", "width", "awnn_us", "fixed_us",
+                             "fixed_wd_us", "awnn/fixed", "awnn/fixed+wd", "ratio", "node", "reps")
+
+
+def cells_config(profile: str) -> dict[str, Any]:
+    """The grid of cells and the repetitions of ``profile`` (smoke: one width, one layer, 2 x 2 steps)."""
+    if profile == "smoke":
+        return {"widths": [30], "layers": [1], "reps": 2, "steps": 2, "seed": 0}
+    return {"widths": [30, 100, 400], "layers": [1, 2], "reps": 9, "steps": 12, "seed": 0}
+
+
+def measure_stored(config: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The experiment's train function: :func:`measure_cells` on ``config``'s grid, stored column by column
+    (``curves[key][i]`` is row ``i``'s value) with each cell's ratio as a metric."""
+    rows = measure_cells(config["widths"], config["layers"], reps=config["reps"], steps=config["steps"],
+                         seed=config["seed"])
+    metrics = {f"{r['objective']}/{r['layers']}/{r['phase']}/{r['start_width']}": r["ratio"] for r in rows}
+    metrics["cells_at_target"] = sum(r["ratio"] <= TARGET_RATIO for r in rows)
+    metrics["cells"] = len(rows)
+    return {"metrics": metrics, "curves": {k: [r[k] for r in rows] for k in ROW_KEYS}, "device": "cpu"}
+
+
+def stored_rows(result: Any) -> list[dict[str, Any]]:
+    """The rows of a stored ``awnn-step-cells`` result, as :func:`measure_cells` returned them."""
+    curves = result.curves
+    return [{k: curves[k][i] for k in ROW_KEYS} for i in range(len(curves["ratio"]))]
+
+
+CELLS = Experiment(
+    id=CELLS_ID,
+    title="AWNN: per-step cost against a fixed MLP, cell by cell (objective x layers x phase x width)",
+    train=measure_stored,
+    configs={p: (lambda p=p: [cells_config(p)]) for p in ("smoke", "book", "paper")},
+    setting={"smoke": "1 layer, width 30, 2 repetitions x 2 steps",
+             "book": "SpiralHard, 1 and 2 layers, starting widths 30 / 100 / 400, likelihood and ELBO, adapting "
+                     "and steady, 9 interleaved repetitions x 12 steps, one CPU thread",
+             "paper": "as the book: the measurement has no reduced setting"},
+)
