@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Train an experiment's missing runs in the background, resumably, from a frozen copy of the code.
+#
+#   tools/train_background.sh EXPERIMENT [PROFILE] [WORKERS]      # e.g. hacn-mixer-long book 2
+#
+# Makes (or reuses) a git worktree of the current commit under $HACN_RUNS (default
+# ../runs/<experiment>), so editing the checkout does not change code under a running
+# job, and starts WORKERS (default 2) nice'd processes of
+#   python -m hacn_core run EXPERIMENT --profile PROFILE --checkpoint-every 2m
+# with one torch thread each. The workers share the runs: a run another worker holds
+# (run.lock) is skipped, so each takes the next free one. Results go to
+# $HACN_RUNS/store (HACN_RESULTS), trained weights to $HACN_RUNS/models
+# (HACN_KEEP_MODELS), logs to $HACN_RUNS/worker<i>.log. Stopping them (kill, SIGINT,
+# SIGTERM, the end of a session) saves a checkpoint; running this script again resumes
+# every run where it stopped. tools/collect_results.sh copies finished results into
+# results/ of the checkout.
+set -euo pipefail
+exp=${1:?usage: tools/train_background.sh EXPERIMENT [PROFILE] [WORKERS]}
+profile=${2:-book}
+workers=${3:-2}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+runs=${HACN_RUNS:-$(dirname "$repo")/runs/$exp}
+python=${HACN_PYTHON:-$repo/.venv/bin/python}
+mkdir -p "$runs"
+commit=$(git -C "$repo" rev-parse HEAD)
+if [ -d "$runs/code" ]; then
+  if pgrep -f "hacn_core run $exp " > /dev/null; then
+    echo "workers of $exp are running; stop them first (pkill -TERM -f 'hacn_core run $exp ')" >&2; exit 2
+  fi
+  git -C "$runs/code" checkout -q --detach "$commit"
+else
+  git -C "$repo" worktree add -q --detach "$runs/code" "$commit"
+fi
+data=${HACN_DATA:-$repo/.data}
+for i in $(seq 1 "$workers"); do
+  ( cd "$runs/code" && HACN_DATA="$data" HACN_RESULTS="$runs/store" HACN_KEEP_MODELS="$runs/models" HACN_QUIET=1 \
+      HACN_THREADS=1 OMP_NUM_THREADS=1 setsid nohup nice -n 10 "$python" -m hacn_core run "$exp" --profile "$profile" \
+      --checkpoint-every 2m >> "$runs/worker$i.log" 2>&1 < /dev/null & )
+  sleep 10  # let the first worker take its lock before the next one looks
+done
+echo "started $workers worker(s) of $exp ($profile) at ${commit:0:10}; logs in $runs/worker*.log"
