@@ -1,3 +1,5 @@
+import dataclasses
+import html
 import math
 
 import pytest
@@ -6,7 +8,17 @@ from hacn_core import catalog
 from hacn_core.engine.registry import Experiment, Link, by_id
 from hacn_core.__main__ import main
 from hacn_core.engine.stats import estimate
-from hacn_core.ledger import ledger_rows, ledger_table, status_counts
+from hacn_core.ledger import (
+    STATUSES,
+    chapter_href,
+    compare,
+    ledger_html,
+    ledger_rows,
+    ledger_table,
+    ours_text,
+    section_anchor,
+    status_counts,
+)
 from hacn_core.paper_items import PAPER_ITEMS, item
 from hacn_core.engine.results import ResultsStore
 
@@ -44,11 +56,17 @@ def test_estimate_is_mean_with_student_t_interval():
         estimate([])
 
 
-def test_ledger_has_one_row_per_paper_item_and_starts_not_run(tmp_path):
+def test_ledger_has_one_row_per_paper_item_and_starts_not_run_exact_or_library_drawn(tmp_path):
+    """An empty store leaves every row "not run", except the items the tests check exactly ("exact") and
+    the figures drawn from the library alone ("shown"): neither needs a stored run."""
     store = ResultsStore(tmp_path)
     table = ledger_table(store)
     assert len(table) == len(PAPER_ITEMS) and table["id"].is_unique
-    assert set(table["status"]) == {"not run"}
+    assert set(table["status"]) == {"not run", "exact", "shown"}
+    exact = {i.id for i in PAPER_ITEMS if i.book and i.book.checked_by}
+    library = {i.id for i in PAPER_ITEMS if i.book and i.book.drawn_from == ()}
+    assert set(table.loc[table["status"] == "exact", "id"]) == exact
+    assert set(table.loc[table["status"] == "shown", "id"]) == library == {"awnn/fig8/synthetic-datasets"}
     assert sum(status_counts(store).values()) == len(PAPER_ITEMS)
 
 
@@ -61,15 +79,26 @@ def test_scaled_runs_are_labelled_and_never_called_reproduced(tmp_path, toy_expe
     assert row.setting.startswith("scaled (tiny")
 
 
-def test_paper_setting_runs_are_compared_with_the_tolerance(tmp_path, toy_experiment):
+def test_paper_setting_runs_are_compared_with_the_tolerance_and_our_interval(tmp_path, toy_experiment):
     store = ResultsStore(tmp_path)
     catalog.run("toy-ledger", "smoke", store=store, progress=False)
     catalog.run("toy-ledger", "paper", store=store, progress=False)
     row = next(r for r in ledger_rows(store) if r.item.id == ITEM)
     # Paper-setting runs win and are not mixed with the scaled ones.
-    assert row.status == "reproduced" and row.ours.n == 3 and math.isclose(row.ours.mean, 99.5)
+    assert row.ours.n == 3 and math.isclose(row.ours.mean, 99.5) and item(ITEM).paper_value == 99.5
     assert row.setting == "paper setting (the paper's)"  # every run of the profile is stored
-    assert item(ITEM).paper_value == 99.5
+    # 99.5, 99.3, 99.7: std 0.2, 95% half-width 4.303 * 0.2 / sqrt(3) = 0.497 > tolerance 0.3, and the
+    # paper's 99.5 inside: the mean is on the paper's value, but three seeds cannot resolve 0.3 points
+    assert row.tolerance == 0.3 and math.isclose(row.ours.half_width, 4.302652729911275 * 0.2 / math.sqrt(3))
+    assert row.status == "inconclusive" and "more runs are needed" in row.verdict
+    assert ours_text(row) == "99.5 (0.2), n=3"  # the book's spread: mean (std), n
+    assert row.interval == pytest.approx((99.5 - row.ours.half_width, 99.5 + row.ours.half_width))
+    object.__setattr__(toy_experiment.links[0], "tolerance", 0.5)  # now the interval fits in the tolerance
+    try:
+        row = next(r for r in ledger_rows(store) if r.item.id == ITEM)
+        assert row.status == "reproduced" and row.tolerance == 0.5
+    finally:
+        object.__setattr__(toy_experiment.links[0], "tolerance", 0.3)
 
 
 def test_paper_setting_outside_tolerance_differs(tmp_path, toy_experiment):
@@ -155,3 +184,131 @@ def test_fig2_and_fig7_left_read_the_depth_variance_ratio_of_theorem_3_1(tmp_pat
     assert rows["awnn/fig2/activation-variance"].ours.mean == plus
     assert rows["awnn/fig7-left/activation-variance"].ours.mean == kaiming
     assert {rows[i].status for i in ("awnn/fig2/activation-variance", "awnn/fig7-left/activation-variance")} == {"run"}
+
+
+# ----------------------------------------------------------------------------- the verdict rule
+
+
+def test_verdict_of_the_two_wide_awnn_intervals_is_the_same():
+    """Fig. 5 (left) of AWNN: 800 vs 692.5 over two runs, and 300 vs 376 over two runs, tolerances 20% of the
+    paper's value. Both intervals (t_{0.975, 1} = 12.7 times the standard error) are far wider than the
+    tolerance and hold the paper's value: neither is called reproduced nor differs."""
+    before = estimate([536.0, 849.0])  # mean 692.5: inside the tolerance 160 of 800
+    after = estimate([247.0, 505.0])  # mean 376: outside the tolerance 60 of 300
+    assert abs(before.mean - 800) <= 160 and abs(after.mean - 300) > 60
+    assert before.half_width > 160 and after.half_width > 60
+    assert compare(before, 800.0, 160.0)[0] == compare(after, 300.0, 60.0)[0] == "inconclusive"
+
+
+@pytest.mark.parametrize("values,paper,tolerance,expected", [
+    ([2.0], 2.2, 0.3, "reproduced"),  # one run: the tolerance alone decides
+    ([2.0], 2.4, 0.3, "differs"),
+    ([2.40, 2.45, 2.50], 2.29, 0.3, "reproduced"),  # within the tolerance, interval (± 0.124) narrower than it
+    ([2.0, 2.1, 1.9], 1.64, 0.3, "differs"),  # interval ± 0.25 <= 0.3, gap 0.36 > 0.3
+    ([1.9, 1.95, 1.8], 1.26, 0.3, "differs"),  # the paper's value far outside our interval
+    ([1.0, 50.0, 57.0], 1.36, 0.3, "inconclusive"),  # 36 (31), n=3 holds anything: no verdict
+    ([5.0, 5.0], 5.2, 0.3, "reproduced"),  # zero spread: an interval of width 0
+    ([5.0, 5.0], 5.5, 0.3, "differs"),
+])
+def test_verdict_rule(values, paper, tolerance, expected):
+    est = estimate(values)
+    status, why = compare(est, paper, tolerance)
+    assert status == expected, why
+    d, h = abs(est.mean - paper), est.half_width
+    # the rule of the module docstring, written out
+    if len(values) == 1:
+        assert status == ("reproduced" if d <= tolerance else "differs")
+    else:
+        assert (status == "reproduced") == (d <= tolerance and h <= tolerance)
+        assert (status == "differs") == (d > tolerance and d > h)
+        assert (status == "inconclusive") == (h > tolerance and d <= h)
+    with pytest.raises(ValueError, match="tolerance"):
+        compare(est, paper, -1.0)
+
+
+# ----------------------------------------------------------------------------- exact, shown, chapters
+
+
+def test_exact_and_shown_rows_read_where_the_book_shows_them(tmp_path, monkeypatch):
+    """Exact items need no run; a drawn figure is "shown" once its experiment has stored runs, and says which."""
+    store = ResultsStore(tmp_path)
+    rows = {r.item.id: r for r in ledger_rows(store)}
+    eq4 = rows["hacn/eq4/direct-layer-connectivity"]
+    assert eq4.status == "exact" and eq4.ours is None
+    assert eq4.setting == "checked exactly by tests/test_connectivity.py::test_hacn_connectivity_is_product_of_eq4"
+    assert rows["hacn/fig2b/train-loss"].status == "not run"  # hacn-mixer has nothing stored here
+    experiment = Experiment(
+        id="toy-figure", title="toy", train=_toy_train, configs={"smoke": lambda: [{"acc": 0.5, "seed": 3}]},
+        setting={"smoke": "tiny"})
+    monkeypatch.setitem(catalog.EXPERIMENTS, experiment.id, experiment)
+    from hacn_core.engine.items import Place
+
+    placed = dataclasses.replace(item("hacn/fig2b/train-loss"), book=Place("hacn_02_mixer", "Training loss (Fig. 2b)",
+                                                                            drawn_from=("toy-figure",)))
+    catalog.run("toy-figure", "smoke", store=store, progress=False)
+    (row,) = ledger_rows(store, [placed])
+    assert row.status == "shown" and row.ours is None and row.seeds == () and row.experiment == "toy-figure"
+    assert row.setting == "drawn from toy-figure: 1 stored runs (seeds 3), scaled (tiny)"
+
+
+def test_a_compared_number_wins_over_exact(tmp_path):
+    """Gamma of Sec. 4 is shown exactly in chapter 1 and compared by the exact-checks run: the comparison wins."""
+    store = ResultsStore(tmp_path)
+    gamma = item("hacn/sec4/gamma-acn")
+    assert ledger_rows(store, [gamma])[0].status == "not run"
+    catalog.run("exact-checks", "smoke", store=store, progress=False)
+    row = ledger_rows(store, [gamma])[0]
+    assert row.status == "reproduced" and row.tolerance == 0.0 and "one run" in row.verdict
+
+
+def test_section_anchor_is_the_id_jupyter_book_gives_the_heading():
+    assert section_anchor("The rule: Eq. 1-2 and Algorithm 1") == "the-rule-eq-1-2-and-algorithm-1"
+    assert section_anchor("H-ACN connectivity and $\\Gamma$") == "h-acn-connectivity-and-gamma"
+    assert section_anchor("The starting widths: the paper's values and ours") == (
+        "the-starting-widths-the-paper-s-values-and-ours")
+    assert section_anchor("Fixed+: the fixed MLP at AWNN's width (App. D)") == "fixed-the-fixed-mlp-at-awnn-s-width-app-d"
+    assert section_anchor("$C$ is the network") == "c-is-the-network"
+    assert section_anchor("3 layers, naïve") == "layers-naive"  # docutils drops leading non-letters, folds accents
+    assert chapter_href(item("hacn/eq4/direct-layer-connectivity").book) == (
+        "notebooks/hacn_01_forward_rule.html#the-direct-layer-connectivity-matrix")
+    assert chapter_href(item("awnn/table3/tabular-config").book) == "notebooks/awnn_02_tabular.html"
+    assert chapter_href(item("hacn/fig3b/vit-imagenet-res").book) == ""  # no chapter shows the ViT yet
+
+
+def test_section_anchor_agrees_with_docutils_on_every_heading_of_the_book():
+    nodes = pytest.importorskip("docutils.nodes")
+    import json
+    from pathlib import Path
+
+    headings = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                headings += [line.lstrip("#").strip() for line in "".join(cell["source"]).splitlines()
+                             if line.startswith("#")]
+    assert len(headings) > 50
+    for heading in headings:  # Sphinx ids a section by make_id of its text; math reads without the $
+        assert section_anchor(heading) == nodes.make_id(heading.replace("$", "")), heading
+
+
+# ----------------------------------------------------------------------------- the page
+
+
+def test_ledger_html_has_every_item_status_tolerance_and_script(tmp_path, toy_experiment):
+    import re
+
+    store = ResultsStore(tmp_path)
+    catalog.run("toy-ledger", "paper", store=store, progress=False)
+    page = ledger_html(store)
+    for it in PAPER_ITEMS:
+        assert it.id in page
+    for status in STATUSES:
+        assert f">{status}</span>" in page
+    assert page.count("<tr data-paper=") == len(PAPER_ITEMS)
+    assert "<script>" in page and "addEventListener" in page and "http" not in page.split("<script>")[1]
+    assert "99.5 (0.2), n=3" in page and "± 0.3" in page and "[99.00, 100.00]" in page  # ours, tolerance, interval
+    assert 'href="hacn_01_forward_rule.html#the-rule-eq-1-2-and-algorithm-1"' in page
+    assert re.search(r"\bnan\b", page, re.IGNORECASE) is None and "…" not in page
+    # settings in full, never cut
+    long_setting = max((r.setting for r in ledger_rows(store)), key=len)
+    assert len(long_setting) > 200 and html.escape(long_setting) in page

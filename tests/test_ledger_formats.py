@@ -32,7 +32,8 @@ def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(ca
     text = _cli(capsys, "csv")
     table = pd.read_csv(io.StringIO(text))
     assert tuple(table.columns) == COLUMNS == ("id", "paper", "item", "quantity", "paper value", "paper std",
-                                               "our mean", "our std", "seeds", "setting", "status", "experiment")
+                                               "our mean", "our std", "seeds", "tolerance", "ci low", "ci high",
+                                               "status", "verdict", "setting", "experiment", "chapter", "checked by")
     assert list(table["id"]) == [i.id for i in PAPER_ITEMS]
     assert table["status"].value_counts().to_dict() == {k: v for k, v in status_counts(ResultsStore(RESULTS)).items()
                                                         if v}
@@ -89,3 +90,29 @@ def test_text_stays_the_default(capsys, tmp_path):
     assert main(["ledger", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:2] == ["paper", "item"] and "not run" in out
+
+
+def test_tolerance_interval_and_chapter_columns(capsys, rows):
+    """Every compared row carries its tolerance and (two runs or more) its 95% interval, and its status follows
+    from them by the ledger's rule; every row placed in the book names its page."""
+    table = pd.read_csv(io.StringIO(_cli(capsys, "csv")), keep_default_na=False, na_values=[""])
+    compared = table[table["status"].isin(["reproduced", "differs", "inconclusive"])]
+    assert len(compared) > 40 and compared["tolerance"].notna().all()
+    for record in compared.to_dict("records"):
+        d, tol = abs(record["our mean"] - record["paper value"]), record["tolerance"]
+        if record["seeds"] == 1:
+            assert math.isnan(record["ci low"]) and record["status"] == ("reproduced" if d <= tol else "differs")
+            continue
+        h = (record["ci high"] - record["ci low"]) / 2
+        assert record["ci low"] <= record["our mean"] <= record["ci high"]
+        expected = ("reproduced" if d <= tol and h <= tol else "differs" if d > tol and d > h else "inconclusive")
+        assert record["status"] == expected, record["id"]
+        assert record["verdict"].startswith("|ours - paper| = ")
+    exact = table[table["status"] == "exact"]
+    assert len(exact) >= 20 and exact["checked by"].str.startswith("tests/test_").all()
+    assert exact["chapter"].str.startswith("notebooks/").all()
+    placed = {i.id for i in PAPER_ITEMS if i.book is not None}
+    assert set(table.loc[table["chapter"].notna(), "id"]) == placed
+    shown = table[table["status"] == "shown"]
+    assert {"hacn/fig2b/train-loss", "hacn/fig5/gamma-vs-init-mean", "awnn/fig3-left/width-vs-difficulty",
+            "awnn/fig8/synthetic-datasets"} <= set(shown["id"])

@@ -433,3 +433,64 @@ def test_bib_titles_of_the_three_papers_match_the_transcripts():
     gates_text = _text("residual-gates.md")
     for p in bib.entries["savarese2016learning"].persons["author"]:
         assert p.last_names[0] in gates_text
+
+
+# --------------------------------------------------------------------------- #
+# Where the book shows each item (PaperItem.book)
+# --------------------------------------------------------------------------- #
+def _headings(chapter: str) -> list[str]:
+    import json
+
+    cells = json.loads((REPO / "notebooks" / f"{chapter}.ipynb").read_text(encoding="utf-8"))["cells"]
+    return [line.lstrip("#").strip() for c in cells if c["cell_type"] == "markdown"
+            for line in "".join(c["source"]).splitlines() if line.startswith("#")]
+
+
+def test_every_place_names_a_chapter_heading_a_real_test_and_registered_experiments():
+    from hacn_core import catalog
+
+    placed = [it for it in PAPER_ITEMS if it.book is not None]
+    assert len(placed) > 150
+    experiments = set(catalog.registry())
+    for it in placed:
+        book = it.book
+        assert (REPO / "notebooks" / f"{book.chapter}.ipynb").is_file(), it.id
+        assert not book.section or book.section in _headings(book.chapter), (it.id, book.section)
+        assert it.id.split("/")[0] == book.chapter.split("_")[0], it.id  # a paper's items in its own chapters
+        for test in book.checked_by:
+            path, name = test.split("::")
+            assert re.search(rf"^def {name}\(", (REPO / path).read_text(encoding="utf-8"), re.M), test
+        assert set(book.drawn_from or ()) <= experiments, it.id
+
+
+def test_exact_items_are_the_analytic_ones_and_drawn_items_are_figures():
+    exact = [it for it in PAPER_ITEMS if it.book and it.book.checked_by]
+    drawn = [it for it in PAPER_ITEMS if it.book and it.book.drawn_from is not None]
+    assert {it.id.split("/")[1] for it in exact} >= {"eq1", "eq2", "eq3", "eq4", "eq5", "alg1", "fig8a", "fig8b",
+                                                     "fig8c", "eq11", "eq12", "eq14", "eq15", "fig1", "sec2.2"}
+    for it in exact:
+        assert it.where == pi.W_EXACT and it.paper_setting == "analytic", it.id
+    for it in drawn:
+        assert it.item.startswith("Fig.") and it.qualitative, it.id
+
+
+def test_place_items_refuses_unknown_keys_and_double_roles():
+    from hacn_core.engine.items import Place, place_items
+
+    items = items_for("H-ACN")
+    placed = place_items(items, {"hacn/table2": Place("hacn_02_mixer", "x"),
+                                 "hacn/table2/mixer-mu1": Place("hacn_02_mixer", "y")})
+    by_id = {it.id: it.book for it in placed}
+    assert by_id["hacn/table2/mixer-mu0.25"].section == "x" and by_id["hacn/table2/mixer-mu1"].section == "y"
+    assert by_id["hacn/fig3a/acn-epochs-to-match"] is None
+    assert by_id["hacn/table2/mixer-mu1"] != by_id["hacn/table2/mixer-mu0.75"]  # the longest key wins
+    with pytest.raises(ValueError, match="places name no item: hacn/table9"):
+        place_items(items, {"hacn/table9": Place("hacn_02_mixer")})
+    with pytest.raises(ValueError, match="place name no item|places name no item: hacn/table"):
+        place_items(items, {"hacn/table": Place("hacn_02_mixer")})  # prefixes stop at a '/'
+    with pytest.raises(ValueError, match="not both"):
+        Place("hacn_01_forward_rule", checked_by=("tests/test_connectivity.py::test_x",), drawn_from=())
+    with pytest.raises(ValueError, match="tests/test_<file>.py::test_<name>"):
+        Place("hacn_01_forward_rule", checked_by=("test_connectivity.py",))
+    with pytest.raises(ValueError, match="notebook name"):
+        Place("notebooks/hacn_01_forward_rule.ipynb")

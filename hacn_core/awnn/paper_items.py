@@ -11,7 +11,7 @@ reports and the ledger read it from here (:func:`item`).
 
 from __future__ import annotations
 
-from hacn_core.engine.items import W_EXACT, PaperItem, item_lookup
+from hacn_core.engine.items import W_EXACT, PaperItem, Place, item_lookup, place_items
 
 PAPER = "AWNN"
 
@@ -250,6 +250,52 @@ def _items() -> list[PaperItem]:
     return out
 
 
-#: Every AWNN item, in paper order.
-ITEMS: tuple[PaperItem, ...] = tuple(_items())
+# Where the book shows each item (id or id prefix -> chapter, section; the tests that check it exactly,
+# or the experiments whose stored runs a drawn figure reads). Items of no chapter yet are not listed.
+CH1, CH2, CH3, CH4 = "awnn_01_width", "awnn_02_tabular", "awnn_03_compress", "awnn_04_ablations"
+WIDTH = "Importance and width (Eqs. 11, 12, 14; Fig. 1)"
+KAIMING = "Why a deep AWNN needs kaiming+ (Theorem 3.1; Fig. 2 and Fig. 7, left)"
+T_AWNN = "tests/test_awnn.py::"
+TABULAR = ("doublemoon", "spiral", "spiralhard")
+PLACES: dict[str, Place] = {
+    "awnn/eq12": Place(CH1, WIDTH, (T_AWNN + "test_discretized_exponential_is_a_distribution",
+                                    T_AWNN + "test_importances_match_hand_computation")),
+    "awnn/eq11/quantile-width": Place(CH1, WIDTH, (T_AWNN + "test_quantile_width_holds_mass_k",
+                                                   T_AWNN + "test_quantile_width_exact_boundary")),
+    "awnn/eq11": Place(CH1, "The starting widths: the paper's values and ours"),
+    "awnn/eq13": Place(CH2, "The terms of the ELBO", (T_AWNN + "test_negative_elbo_terms_equal_hand_computation",
+                                                      T_AWNN + "test_predictive_term_is_scaled_by_n_over_m")),
+    "awnn/eq14": Place(CH1, WIDTH, (T_AWNN + "test_forward_matches_hand_written_eq14",)),
+    "awnn/eq15": Place(CH1, KAIMING, (T_AWNN + "test_kaiming_plus_weight_variance",
+                                      T_AWNN + "test_kaiming_plus_keeps_activation_variance_across_five_relu_layers")),
+    "awnn/eq19": Place(CH1, KAIMING, (T_AWNN + "test_kaiming_plus_weight_variance",)),
+    "awnn/sec3.3": Place(CH1, "What adapting costs per training step (Sec. 3.3)"),
+    "awnn/fig1": Place(CH1, WIDTH, (T_AWNN + "test_discretized_exponential_is_a_distribution",
+                                    T_AWNN + "test_quantile_width_holds_mass_k",
+                                    T_AWNN + "test_forward_matches_hand_written_eq14")),
+    "awnn/fig2": Place(CH1, KAIMING),
+    "awnn/fig7-left": Place(CH1, KAIMING),
+    "awnn/fig7-right": Place(CH1, "Training on SpiralHard (Fig. 7, right)"),
+    "awnn/fig8": Place(CH2, "The three tasks (Fig. 8)", drawn_from=()),  # drawn from our generators
+    "awnn/fig3-left": Place(CH2, "Width and accuracy over training (Fig. 3)",
+                            drawn_from=("awnn-tabular-adaptive", "awnn-tabular-fixed")),
+    "awnn/fig3-right": Place(CH2, "Width and accuracy over training (Fig. 3)",
+                             drawn_from=("awnn-tabular-adaptive", "awnn-tabular-fixed")),
+    "awnn/table3": Place(CH2),
+    "awnn/fig5-left": Place(CH3, "Compression during training (Fig. 5)"),
+    "awnn/fig5-right": Place(CH3, "Compression during training (Fig. 5)"),
+    "awnn/fig6-left": Place(CH3, "Compression after training (Fig. 6)"),
+    "awnn/fig6-right": Place(CH3, "Compression after training (Fig. 6)"),
+    "awnn/fig4-left": Place(CH4, "Batch size and starting rate (Fig. 4)"),
+    "awnn/fig4-right": Place(CH4, "Batch size and starting rate (Fig. 4)"),
+    "awnn/fig10": Place(CH4, "The same sweeps, by activation (Fig. 10)"),
+    "awnn/appd/spiral-fixed-plus-accuracy": Place(CH4, "Fixed+: the fixed MLP at AWNN's width (App. D)"),
+    "awnn/appd/spiralhard-fixed-plus-accuracy": Place(CH4, "Fixed+: the fixed MLP at AWNN's width (App. D)"),
+    **{f"awnn/table1/{d}-{arm}-{q}": Place(CH2, "Accuracy and total width (Table 1)")
+       for d in TABULAR for arm in ("fixed", "awnn") for q in ("accuracy", "width")},
+    **{f"awnn/table2/{d}-samples": Place(CH2, "The three tasks (Fig. 8)") for d in TABULAR},
+}
+
+#: Every AWNN item, in paper order, placed in the book.
+ITEMS: tuple[PaperItem, ...] = place_items(_items(), PLACES)
 item = item_lookup(ITEMS, PAPER)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 
 #: The three papers, as spelled in :attr:`PaperItem.paper`.
 PAPERS: tuple[str, ...] = ("H-ACN", "AWNN", "Residual Gates")
@@ -18,6 +18,41 @@ PAPERS: tuple[str, ...] = ("H-ACN", "AWNN", "Residual Gates")
 PAPER_PREFIX: dict[str, str] = {"H-ACN": "hacn", "AWNN": "awnn", "Residual Gates": "gates"}
 #: ``<prefix>/<item slug>/<quantity slug>[/...]``: lowercase, digits, ``.`` and ``-``.
 ID_PATTERN = re.compile(r"^(hacn|awnn|gates)(/[a-z0-9][a-z0-9.-]*){2,}$")
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where the book shows a paper item, and how (the ledger links the row there and reads its status off it).
+
+    ``chapter`` is a notebook of ``notebooks/`` (its file name without ``.ipynb``) and
+    ``section`` one of its headings, exactly as written ("" for the chapter's top).
+    ``checked_by`` names the tests (``tests/<file>.py::<test function>``) that check the
+    item exactly (an equation implemented and compared with a hand computation): the
+    ledger calls such an item "exact". ``drawn_from`` marks a figure the chapter draws:
+    from the stored runs of these experiments, or from the library alone when empty;
+    the ledger calls it "shown" (once such runs are stored). ``None``: not a drawn figure.
+    A row an experiment's link compares with a number keeps that comparison's status.
+    """
+
+    chapter: str
+    section: str = ""
+    checked_by: tuple[str, ...] = ()
+    drawn_from: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z0-9_]+", self.chapter):
+            raise ValueError(f"Place.chapter={self.chapter!r} must be a notebook name such as 'hacn_01_forward_rule'")
+        if self.checked_by and self.drawn_from is not None:
+            raise ValueError(f"Place in {self.chapter!r}: an item is either checked exactly (checked_by) or a drawn "
+                             "figure (drawn_from), not both")
+        for test in self.checked_by:
+            if not re.fullmatch(r"tests/test_\w+\.py::test_\w+", test):
+                raise ValueError(f"Place.checked_by entry {test!r} must read 'tests/test_<file>.py::test_<name>'")
+
+    @property
+    def shows(self) -> str:
+        """How the chapter shows the item: ``"exact"``, ``"drawn"`` or ``""`` (a number or a discussion)."""
+        return "exact" if self.checked_by else "drawn" if self.drawn_from is not None else ""
 
 
 @dataclass(frozen=True)
@@ -43,8 +78,11 @@ class PaperItem:
     where: str = ""
     source: str = ""
     note: str = ""
+    book: Place | None = None  # where the book shows it (set by :func:`place_items`)
 
     def __post_init__(self) -> None:
+        if isinstance(self.book, Mapping):  # a record of as_records (dataclasses.asdict) read back
+            object.__setattr__(self, "book", Place(**self.book))
         if self.paper not in PAPERS:
             raise ValueError(f"PaperItem.paper={self.paper!r} is not a paper; allowed: {', '.join(PAPERS)}")
         if not ID_PATTERN.match(self.id):
@@ -105,3 +143,26 @@ def item_lookup(items: Iterable[PaperItem], whose: str = "") -> Callable[[str], 
 
     item.__doc__ = f"The {whose + ' ' if whose else ''}item with this id; a KeyError lists the closest ids."
     return item
+
+
+def place_items(items: Iterable[PaperItem], places: Mapping[str, Place]) -> tuple[PaperItem, ...]:
+    """``items`` with their :attr:`PaperItem.book` set from ``places``.
+
+    A key of ``places`` is an item id or an id prefix ending at a ``/`` boundary
+    (``"hacn/table2"`` places every ``hacn/table2/...`` item); the longest matching key
+    wins. A key that places no item is refused (a typo would silently unlink rows).
+    """
+    items = tuple(items)
+    used: set[str] = set()
+    out = []
+    for it in items:
+        keys = [k for k in places if it.id == k or it.id.startswith(k + "/")]
+        if keys:
+            key = max(keys, key=len)
+            used.add(key)
+            it = replace(it, book=places[key])
+        out.append(it)
+    unused = sorted(set(places) - used)
+    if unused:
+        raise ValueError(f"places name no item: {', '.join(unused)}")
+    return tuple(out)

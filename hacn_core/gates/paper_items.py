@@ -9,7 +9,7 @@ reports and the ledger read it from here (:func:`item`).
 
 from __future__ import annotations
 
-from hacn_core.engine.items import W_EXACT, W_LIT, PaperItem, item_lookup
+from hacn_core.engine.items import W_EXACT, W_LIT, PaperItem, Place, item_lookup, place_items
 
 PAPER = "Residual Gates"
 
@@ -198,6 +198,36 @@ def _items() -> list[PaperItem]:
     return out
 
 
-#: Every Residual Gates item, in paper order.
-ITEMS: tuple[PaperItem, ...] = tuple(_items())
+# Where the book shows each item (id or id prefix -> chapter, section; the tests that check it exactly,
+# or the experiments whose stored runs a drawn figure reads). Items of no chapter yet are not listed.
+CH1, CH2 = "gates_01_mnist", "gates_02_cifar"
+T_GATES = "tests/test_gates.py::"
+RULES = (T_GATES + "test_k_one_recovers_the_ungated_layers_exactly",
+         T_GATES + "test_layers_match_the_functional_rules_for_a_generic_k")
+OWN_TABLES = "The paper's Tables 3-6 (its own networks)"
+PLACES: dict[str, Place] = {
+    "gates/sec2.2/gated-plain-layer": Place(CH1, "Checks", RULES + (T_GATES + "test_gated_plain_with_k_zero_is_identity",)),
+    "gates/sec2.2/gated-resnet-layer": Place(CH1, "Checks",
+                                             RULES + (T_GATES + "test_gated_residual_with_k_zero_is_identity",)),
+    "gates/fig1": Place(CH1, "Checks", RULES + (T_GATES + "test_gate_is_one_tagged_scalar_initialised_to_one",)),
+    "gates/fig2": Place(CH1, "Checks", RULES + (T_GATES + "test_gate_is_one_tagged_scalar_initialised_to_one",)),
+    "gates/fig3": Place(CH1, "Checks", (T_GATES + "test_gated_plain_with_k_zero_is_identity",
+                                        T_GATES + "test_gated_residual_with_k_zero_is_identity")),
+    "gates/table1": Place(CH1, "Test error (Table 1)"),
+    "gates/table2": Place(CH1, "Mean k (Table 2)"),
+    "gates/fig4": Place(CH1, "Training loss (Fig. 4)"),
+    "gates/fig5-left": Place(CH1, "Final k per block and layer removal (Fig. 5)"),
+    "gates/fig5-right": Place(CH1, "Final k per block and layer removal (Fig. 5)"),
+    "gates/sec3.2": Place(CH2, "Checks"),
+    "gates/table3": Place(CH2, OWN_TABLES),
+    "gates/table4": Place(CH2, OWN_TABLES),
+    "gates/table5": Place(CH2, OWN_TABLES),
+    "gates/table6": Place(CH2, OWN_TABLES),
+    "gates/table6/wrn-4-10-parameters": Place(CH2, "Checks"),
+    "gates/fig6": Place(CH2, "The final k of every block (Fig. 6)", drawn_from=("gates-cifar",)),
+    "gates/fig7": Place(CH2, "Training curves (Fig. 7)", drawn_from=("gates-cifar",)),
+}
+
+#: Every Residual Gates item, in paper order, placed in the book.
+ITEMS: tuple[PaperItem, ...] = place_items(_items(), PLACES)
 item = item_lookup(ITEMS, PAPER)

@@ -11,7 +11,7 @@ reports and the ledger read it from here (:func:`item`).
 
 from __future__ import annotations
 
-from hacn_core.engine.items import W_EXACT, PaperItem, item_lookup
+from hacn_core.engine.items import W_EXACT, PaperItem, Place, item_lookup, place_items
 
 PAPER = "H-ACN"
 
@@ -285,6 +285,47 @@ def _items() -> list[PaperItem]:
     return out
 
 
-#: Every H-ACN item, in paper order.
-ITEMS: tuple[PaperItem, ...] = tuple(_items())
+# Where the book shows each item (id or id prefix -> chapter, section; the tests that check it exactly,
+# or the experiments whose stored runs a drawn figure reads). Items of no chapter yet are not listed.
+CH1, CH2 = "hacn_01_forward_rule", "hacn_02_mixer"
+RULE = "The rule: Eq. 1-2 and Algorithm 1"
+MATRIX = "The Direct Layer Connectivity Matrix"
+T_CONN = "tests/test_connectivity.py::"
+PLACES: dict[str, Place] = {
+    "hacn/eq1": Place(CH1, RULE, (T_CONN + "test_resnet_rule_equals_hand_written_residual_stack",
+                                  T_CONN + "test_acn_rule_is_sum_of_all_layer_outputs")),
+    "hacn/eq2": Place(CH1, RULE, (T_CONN + "test_hacn_with_a0_is_acn_and_with_a1_is_resnet_bit_for_bit",)),
+    "hacn/eq3": Place(CH1, "$C$ is the network", (T_CONN + "test_connectivity_reconstructs_layer_inputs_and_output",
+                                                   T_CONN + "test_forward_from_connectivity_rebuilds_the_network")),
+    "hacn/eq4": Place(CH1, MATRIX, (T_CONN + "test_hacn_connectivity_is_product_of_eq4",)),
+    "hacn/eq5": Place(CH1, RULE, (T_CONN + "test_algorithm1_against_hand_unrolled_three_layers",
+                                  T_CONN + "test_hacn_connectivity_is_product_of_eq4")),
+    "hacn/alg1": Place(CH1, RULE, (T_CONN + "test_algorithm1_against_hand_unrolled_three_layers",)),
+    "hacn/fig8a": Place(CH1, MATRIX, (T_CONN + "test_connectivity_matches_appendix_c_figure8",)),
+    "hacn/fig8b": Place(CH1, MATRIX, (T_CONN + "test_connectivity_matches_appendix_c_figure8",)),
+    "hacn/fig8c": Place(CH1, MATRIX, (T_CONN + "test_connectivity_matches_appendix_c_figure8",)),
+    "hacn/sec4/gamma-acn": Place(CH1, "H-ACN connectivity and $\\Gamma$"),
+    "hacn/sec4/gamma-resnet": Place(CH1, "H-ACN connectivity and $\\Gamma$"),
+    "hacn/eq7": Place(CH1, "The paper's rule and the released code",
+                      (T_CONN + "test_depth_layernorm_forms_at_init_and_their_gradients",)),
+    "hacn/fig2a": Place(CH2, "Layer-wise accuracy (Fig. 2a)"),
+    "hacn/fig2b/train-loss": Place(CH2, "Training loss (Fig. 2b)", drawn_from=("hacn-mixer",)),
+    "hacn/fig2b/acn-extra-epochs": Place(CH2, "Training loss (Fig. 2b)"),
+    "hacn/fig2c": Place(CH2, "Learned residual weights (Fig. 2c) and task difficulty (Table 3)",
+                        drawn_from=("hacn-mixer",)),
+    "hacn/table3": Place(CH2, "Learned residual weights (Fig. 2c) and task difficulty (Table 3)"),
+    "hacn/table2": Place(CH2, "Initialisation of the residual weights (Table 2, Fig. 5)"),
+    "hacn/fig5": Place(CH2, "Initialisation of the residual weights (Table 2, Fig. 5)", drawn_from=("hacn-mixer",)),
+    "hacn/fig6a": Place(CH2, "How the connectivity evolves (Fig. 6) and how stable it is across seeds",
+                        drawn_from=("hacn-mixer",)),
+    "hacn/fig6b": Place(CH2, "How the connectivity evolves (Fig. 6) and how stable it is across seeds"),
+    "hacn/sec4/alpha-correlation-mixer-cifar10": Place(
+        CH2, "How the connectivity evolves (Fig. 6) and how stable it is across seeds"),
+    "hacn/fig7/vs-denseformer-densenet": Place(CH2, "Against DenseFormer-style and DenseNet-style Mixers (Fig. 7)",
+                                               drawn_from=("hacn-mixer",)),
+    "hacn/fig7/extra-parameters": Place(CH2, "Checks"),
+}
+
+#: Every H-ACN item, in paper order, placed in the book.
+ITEMS: tuple[PaperItem, ...] = place_items(_items(), PLACES)
 item = item_lookup(ITEMS, PAPER)
