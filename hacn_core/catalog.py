@@ -18,7 +18,7 @@ from hacn_core import exact_checks
 from hacn_core.awnn.studies import ablations, adaptive, compress, cost, init, tabular
 from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult
-from hacn_core.gates.studies import cifar, mnist
+from hacn_core.gates.studies import cifar, keras_defaults, mnist
 from hacn_core.hacn.studies import mixer
 
 #: experiment id -> experiment, in the order of the book's parts
@@ -37,6 +37,7 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     cost.EXPERIMENT,  # awnn-step-cost: Sec. 3.3's cost of a training step
     # Residual Gates (hacn_core/gates/studies/)
     mnist.EXPERIMENT,  # gates-mnist: Sec. 3.1, Tables 1-2, Figs. 4-5
+    keras_defaults.EXPERIMENT,  # gates-keras: why the deep Gated PlainNet fails here (Keras defaults, d = 50)
     cifar.EXPERIMENT,  # gates-cifar: Sec. 3.2, Tables 3-6, Figs. 6-7
     # all three papers (hacn_core/exact_checks.py)
     exact_checks.EXPERIMENT,  # exact-checks: numbers that follow from definitions
