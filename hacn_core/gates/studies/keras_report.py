@@ -1,0 +1,81 @@
+"""What the chapter shows of ``gates-keras``: one row per hypothesis and setting, with a verdict.
+
+The study (:mod:`hacn_core.gates.studies.keras_defaults`) trains the d = 50
+Gated PlainNet of Residual Gates Sec. 3.1 under one Keras 2017 default at a
+time; :func:`hypothesis_table` reads its stored runs. A row gathers the runs
+of one hypothesis at one depth, number of epochs and training-set size (the
+seeds averaged) and says whether the network trains:
+
+* ``trains``: mean final test error below ``TRAINS_BELOW`` (10%; the paper's
+  d = 50 Gated PlainNet reaches 1.36% after 100 epochs, and our d = 10 and 20
+  nets are below 3% after one epoch of the same training);
+* ``fails``: at or above ``FAILS_ABOVE`` (50%: most digits wrong);
+* ``partial``: in between.
+
+``gates moved`` is true when the mean ``k`` left 1 by at least
+``K_MOVED`` or some gate closed (``k <= 0``); the paper's d = 50 mean ``k``
+is 0.46 (Table 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from hacn_core.engine.results import ResultsStore, RunResult
+from hacn_core.gates.studies.keras_defaults import EXPERIMENT_ID, HYPOTHESES
+
+TRAINS_BELOW = 0.10
+FAILS_ABOVE = 0.50
+K_MOVED = 0.05
+COLUMNS = ("hypothesis", "d", "epochs", "train images", "seeds", "test error %", "mean k", "gates closed",
+           "gates k < 0.5", "gates moved", "verdict", "what it tests")
+
+
+def verdict(test_error: float) -> str:
+    """``trains`` / ``partial`` / ``fails`` for a final test error (a fraction), see the module doc."""
+    if not 0.0 <= test_error <= 1.0:
+        raise ValueError(f"test_error={test_error!r} must be a fraction in [0, 1]")
+    if test_error < TRAINS_BELOW:
+        return "trains"
+    return "fails" if test_error >= FAILS_ABOVE else "partial"
+
+
+def hypothesis_table(results: Sequence[RunResult]):
+    """The table of the runs (a pandas DataFrame, columns :data:`COLUMNS`), hypotheses in study order.
+
+    One row per (hypothesis, d, epochs, training-set size); ``test error %``,
+    ``mean k``, ``gates closed`` (``k <= 0``) and ``gates k < 0.5`` are means
+    over the row's seeds, listed in ``seeds``.
+    """
+    import pandas as pd
+
+    groups: dict[tuple, list[RunResult]] = {}
+    for r in results:
+        if r.experiment != EXPERIMENT_ID:
+            raise ValueError(f"results: a run of {r.experiment!r}; hypothesis_table reads {EXPERIMENT_ID!r} runs")
+        c = r.config
+        groups.setdefault((c["hypothesis"], c["depth"], c["epochs"], c["train_subset"] or 60000), []).append(r)
+    order = list(HYPOTHESES)
+    rows = []
+    for (hyp, d, epochs, n), runs in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]), *kv[0][1:])):
+        error = float(np.mean([r.metrics["test_error"] for r in runs]))
+        mean_k = float(np.mean([r.metrics["mean_k"] for r in runs]))
+        closed = float(np.mean([r.metrics["gates_closed"] for r in runs]))
+        rows.append({
+            "hypothesis": hyp, "d": d, "epochs": epochs, "train images": n,
+            "seeds": ", ".join(str(s) for s in sorted(r.config["seed"] for r in runs)),
+            "test error %": round(100 * error, 2), "mean k": round(mean_k, 3), "gates closed": closed,
+            "gates k < 0.5": float(np.mean([r.metrics["gates_below_half"] for r in runs])),
+            "gates moved": bool(abs(mean_k - 1.0) >= K_MOVED or closed > 0),
+            "verdict": verdict(error), "what it tests": HYPOTHESES[hyp][1],
+        })
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def stored_table(profile: str = "book", store: ResultsStore | None = None):
+    """:func:`hypothesis_table` of the stored runs of ``profile`` (never trains; empty if none is stored)."""
+    from hacn_core import catalog
+
+    return hypothesis_table(catalog.stored(EXPERIMENT_ID, profile, store=store))
