@@ -193,3 +193,17 @@ def test_hypothesis_table_averages_seeds_and_gives_verdicts():
     assert last["d"] == 50 and last["epochs"] == 5 and last["train images"] == 60000
     with pytest.raises(ValueError, match="test_error"):
         kr.verdict(1.5)
+
+
+def test_gate_gradients_by_hypothesis_matches_the_gates_mnist_diagnosis():
+    from hacn_core.gates.studies import mnist_report
+
+    X, y = mnist_tensors(True)
+    data = (X[:512], y[:512])
+    table = kr.gate_gradients_by_hypothesis(["baseline", "k-init-0.5"], depth=4, batches=5, data=data)
+    ref = mnist_report.gate_gradients_at_init("gated_plain", 4, batches=5, data=data)
+    # the baseline network is gates-mnist's: the same gradients, batch for batch
+    assert table.loc["baseline", "mean |dL/dk|"] == pytest.approx(float(ref["mean_abs"].mean()), rel=1e-6)
+    assert table.loc["baseline", "sign agreement"] == pytest.approx(float(ref["sign_agreement"].mean()))
+    one = kr.gate_gradients_by_hypothesis(["baseline"], depth=4, batches=1, data=data)
+    assert one.loc["baseline", "sign agreement"] == 1.0  # one batch: each gate has one sign

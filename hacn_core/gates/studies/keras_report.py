@@ -79,3 +79,40 @@ def stored_table(profile: str = "book", store: ResultsStore | None = None):
     from hacn_core import catalog
 
     return hypothesis_table(catalog.stored(EXPERIMENT_ID, profile, store=store))
+
+
+def gate_gradients_by_hypothesis(hypotheses: Sequence[str] | None = None, depth: int = 50, *, batches: int = 20,
+                                 batch_size: int = 128, seed: int = 0, data=None):
+    """Each hypothesis' untrained network: how consistently the loss pushes its gates (a pandas DataFrame).
+
+    For every hypothesis (all by default) the network of its configuration is
+    built as the study builds it (:func:`~hacn_core.gates.studies.keras_defaults.build_model`),
+    and over ``batches`` seeded training mini-batches we record ``dL/dk`` of
+    every gate. Per hypothesis: ``mean |dL/dk|``; ``sign agreement``, the mean
+    over gates of ``|mean sign(dL/dk)|`` (1: every batch pushes a gate the same
+    way; near 0: a coin flip, so Adam only jitters ``k``); and ``mean dL/dk``,
+    whose sign says whether descent opens (negative) or closes (positive) the
+    gates on average. ``data`` is ``(X, y)``, MNIST's training split by default.
+    """
+    import pandas as pd
+    import torch
+
+    from hacn_core import gates
+    from hacn_core.gates.studies import keras_defaults as kd
+    from hacn_core.gates.studies.mnist import mnist_tensors
+
+    X, y = data if data is not None else mnist_tensors(True)
+    rows = []
+    for hyp in (list(HYPOTHESES) if hypotheses is None else list(hypotheses)):
+        model = kd.build_model(kd.make_config(hyp, depth=depth, seed=seed)).train()
+        gen = torch.Generator().manual_seed(seed)
+        grads = []
+        for _ in range(batches):
+            idx = torch.randint(0, len(X), (batch_size,), generator=gen)
+            model.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
+            grads.append([float(p.grad) for _, p in gates.gate_parameters(model)])
+        g = np.asarray(grads)  # (batches, gates)
+        rows.append({"hypothesis": hyp, "mean |dL/dk|": float(np.abs(g).mean()),
+                     "sign agreement": float(np.abs(np.sign(g).mean(0)).mean()), "mean dL/dk": float(g.mean())})
+    return pd.DataFrame(rows).set_index("hypothesis")
