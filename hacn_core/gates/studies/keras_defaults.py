@@ -86,7 +86,10 @@ What one run is
 Profiles
     ``book``: the screen, every hypothesis at d = 50, seed 0, ``SCREEN_EPOCHS``
     epochs on all 60,000 training images (about 15-20 CPU-seconds per epoch on
-    one thread here). ``paper``: the confirmation at the paper's budget for
+    one thread here), then a longer look (``LONGER_EPOCHS``) at ``LONGER_HYPOTHESES``:
+    all Keras defaults together, and ``k`` starting at 0.5, the only run of the
+    screen whose gates moved (its first epochs are those of the 5-epoch run, bit for bit).
+    ``paper``: the confirmation at the paper's budget for
     ``CONFIRM_HYPOTHESES`` (d = 50 and 100, 100 epochs, seeds 0-2).
     ``smoke``: d = 4, one epoch on 2,000 images, three hypotheses.
     :mod:`hacn_core.gates.studies.keras_report` builds the table of the runs.
@@ -114,6 +117,8 @@ EXPERIMENT_ID = "gates-keras"
 SCREEN_DEPTH = 50
 SCREEN_EPOCHS = 5
 SCREEN_SEED = 0
+LONGER_EPOCHS = 10  # a longer look at the screen's most telling runs (book profile)
+LONGER_HYPOTHESES: tuple[str, ...] = ("k-init-0.5", "keras-all")
 CONFIRM_DEPTHS: tuple[int, ...] = (50, 100)
 SMOKE_DEPTH = 4
 SMOKE_TRAIN_SUBSET = 2000
@@ -183,8 +188,10 @@ def make_config(hypothesis: str, depth: int = SCREEN_DEPTH, seed: int = SCREEN_S
 
 
 def book_configs() -> list[dict[str, Any]]:
-    """The screen: every hypothesis at d = 50, seed 0, ``SCREEN_EPOCHS`` epochs, all training images."""
-    return [make_config(h, SCREEN_DEPTH, SCREEN_SEED, epochs=SCREEN_EPOCHS) for h in HYPOTHESES]
+    """The screen: every hypothesis at d = 50, seed 0, ``SCREEN_EPOCHS`` epochs, all training images;
+    then ``LONGER_HYPOTHESES`` for ``LONGER_EPOCHS`` epochs."""
+    return ([make_config(h, SCREEN_DEPTH, SCREEN_SEED, epochs=SCREEN_EPOCHS) for h in HYPOTHESES]
+            + [make_config(h, SCREEN_DEPTH, SCREEN_SEED, epochs=LONGER_EPOCHS) for h in LONGER_HYPOTHESES])
 
 
 def paper_configs() -> list[dict[str, Any]]:
@@ -291,7 +298,7 @@ EXPERIMENT = Experiment(
         "smoke": f"d = {SMOKE_DEPTH}, 1 epoch on {SMOKE_TRAIN_SUBSET:,} MNIST images, seed 0, "
                  f"{len(SMOKE_HYPOTHESES)} hypotheses",
         "book": f"screen: d = {SCREEN_DEPTH}, {SCREEN_EPOCHS} of 100 epochs, all 60,000 images, seed 0, "
-                f"{len(HYPOTHESES)} hypotheses",
+                f"{len(HYPOTHESES)} hypotheses; {', '.join(LONGER_HYPOTHESES)} also {LONGER_EPOCHS} epochs",
         "paper": f"confirmation of {', '.join(CONFIRM_HYPOTHESES)}: d = 50 and 100, 100 epochs, seeds 0-2",
     },
 )
