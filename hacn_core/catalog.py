@@ -18,7 +18,7 @@ from hacn_core import exact_checks
 from hacn_core.awnn.studies import ablations, adaptive, compress, cost, cost_cells, init, tabular
 from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult
-from hacn_core.gates.studies import cifar, gradients, mnist
+from hacn_core.gates.studies import cifar, gradients, keras_defaults, mnist
 from hacn_core.hacn.studies import mixer
 
 #: experiment id -> experiment, in the order of the book's parts
@@ -39,6 +39,7 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     # Residual Gates (hacn_core/gates/studies/)
     mnist.EXPERIMENT,  # gates-mnist: Sec. 3.1, Tables 1-2, Figs. 4-5
     gradients.EXPERIMENT,  # gates-gate-gradients: every gate's gradient at initialisation
+    keras_defaults.EXPERIMENT,  # gates-keras: why the deep Gated PlainNet fails here (Keras defaults, d = 50)
     cifar.EXPERIMENT,  # gates-cifar: Sec. 3.2, Tables 3-6, Figs. 6-7
     # all three papers (hacn_core/exact_checks.py)
     exact_checks.EXPERIMENT,  # exact-checks: numbers that follow from definitions

@@ -3,7 +3,8 @@
 A layer ``u = f(x)`` becomes a Gated PlainNet layer ``u = g(k) f(x) + (1 - g(k)) x``
 and a residual layer ``u = f_r(x) + x`` becomes a Gated ResNet layer
 ``u = g(k) f_r(x) + x``, with one scalar ``k`` per layer and ``g = ReLU`` by
-default. The two functions ``gated_plain`` / ``gated_residual`` are the single
+default (``sigmoid``, ``identity`` and ``clip01``, ReLU capped at 1, are named
+alternatives). The two functions ``gated_plain`` / ``gated_residual`` are the single
 implementation of those rules; ``hacn_core.hacn.connectivity`` reuses them for its
 gated residual rule, and the layer wrappers below call them.
 
@@ -52,6 +53,10 @@ GATE_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": F.relu,
     "sigmoid": torch.sigmoid,
     "identity": lambda k: k,
+    # ReLU capped at 1: g(k) = min(max(k, 0), 1). Same as ReLU on [0, 1], but
+    # above 1 the gate stays fully open and dk gets no gradient (a probe of
+    # the gate's behaviour at k >= 1; the paper uses "relu").
+    "clip01": lambda k: k.clamp(0.0, 1.0),
 }
 
 REMOVAL_STRATEGIES: tuple[str, ...] = ("greedy", "random")

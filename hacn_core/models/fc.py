@@ -39,7 +39,8 @@ Choices the paper leaves open (named options here): the first layer is a bare
 linear map (``stem="linear"``, the paper's wording) or a Dot-BN-ReLU layer
 (``stem="dot_bn_relu"``); weight init is PyTorch's default or Keras's
 Glorot-uniform (``init``); BatchNorm momentum in PyTorch's convention
-(``bn_momentum=0.1`` is Keras's ``momentum=0.9``). The "softmax layer" is a
+(``bn_momentum=0.1`` is Keras's ``momentum=0.9``; Keras's default ``momentum=0.99`` is
+``bn_momentum=0.01``) and epsilon (``bn_eps``: PyTorch's 1e-5, Keras's default 1e-3). The "softmax layer" is a
 linear layer producing logits; the softmax is in the cross-entropy loss.
 """
 
@@ -89,6 +90,7 @@ class FCNetConfig:
     stem: str = "linear"
     init: str = "default"
     bn_momentum: float = 0.1
+    bn_eps: float = 1e-5
     rule: str | None = None
 
     def __post_init__(self) -> None:
@@ -121,6 +123,8 @@ class FCNetConfig:
             raise ValueError(f"init={self.init!r} is not an init scheme; allowed: {', '.join(INITS)}")
         if not 0.0 <= self.bn_momentum <= 1.0:
             raise ValueError(f"bn_momentum={self.bn_momentum!r} must lie in [0, 1] (PyTorch convention)")
+        if not isinstance(self.bn_eps, (int, float)) or isinstance(self.bn_eps, bool) or not self.bn_eps > 0:
+            raise ValueError(f"bn_eps={self.bn_eps!r} must be a number > 0 (PyTorch 1e-5, Keras 1e-3)")
 
     @property
     def num_blocks(self) -> int:
@@ -128,12 +132,13 @@ class FCNetConfig:
         return self.depth // 2 if self.kind in ("resnet", "gated_resnet") else self.depth
 
 
-def dot_bn_relu(in_features: int, out_features: int, bn_momentum: float = 0.1) -> nn.Sequential:
-    """One "Dot-BN-ReLU" layer ``f(x) = ReLU(BN(W x + b))`` (Sec. 3.1)."""
+def dot_bn_relu(in_features: int, out_features: int, bn_momentum: float = 0.1,
+                bn_eps: float = 1e-5) -> nn.Sequential:
+    """One "Dot-BN-ReLU" layer ``f(x) = ReLU(BN(W x + b))`` (Sec. 3.1); BN divides by ``sqrt(var + bn_eps)``."""
     return nn.Sequential(
         OrderedDict(
             linear=nn.Linear(in_features, out_features),
-            bn=nn.BatchNorm1d(out_features, momentum=bn_momentum),
+            bn=nn.BatchNorm1d(out_features, eps=bn_eps, momentum=bn_momentum),
             relu=nn.ReLU(),
         )
     )
@@ -154,18 +159,19 @@ class FCNet(nn.Module):
         if c.stem == "linear":
             self.stem: nn.Module = nn.Linear(c.in_features, c.width)
         else:
-            self.stem = dot_bn_relu(c.in_features, c.width, c.bn_momentum)
+            self.stem = dot_bn_relu(c.in_features, c.width, c.bn_momentum, c.bn_eps)
         units: list[nn.Module] = []
         for _ in range(c.num_blocks):
             if c.kind == "plain":
-                units.append(PlainLayer(dot_bn_relu(c.width, c.width, c.bn_momentum)))
+                units.append(PlainLayer(dot_bn_relu(c.width, c.width, c.bn_momentum, c.bn_eps)))
             elif c.kind == "gated_plain":
-                units.append(GatedPlainLayer(dot_bn_relu(c.width, c.width, c.bn_momentum), g=c.g, k_init=c.k_init))
+                layer = dot_bn_relu(c.width, c.width, c.bn_momentum, c.bn_eps)
+                units.append(GatedPlainLayer(layer, g=c.g, k_init=c.k_init))
             else:
                 block = nn.Sequential(
                     OrderedDict(
-                        layer1=dot_bn_relu(c.width, c.width, c.bn_momentum),
-                        layer2=dot_bn_relu(c.width, c.width, c.bn_momentum),
+                        layer1=dot_bn_relu(c.width, c.width, c.bn_momentum, c.bn_eps),
+                        layer2=dot_bn_relu(c.width, c.width, c.bn_momentum, c.bn_eps),
                     )
                 )
                 if c.kind == "resnet":
@@ -207,6 +213,7 @@ class FCOptions(TypedDict, total=False):
     stem: str
     init: str
     bn_momentum: float
+    bn_eps: float
 
 
 def mnist_fc(

@@ -53,7 +53,7 @@ from torch import Tensor, nn
 from hacn_core.gates import gate_value
 from hacn_core.models.fc import FCNet
 
-_SHARED_FIELDS = ("depth", "width", "in_features", "num_classes", "g", "stem", "bn_momentum")
+_SHARED_FIELDS = ("depth", "width", "in_features", "num_classes", "g", "stem", "bn_momentum", "bn_eps")
 
 
 class StackedFCNet(nn.Module):
@@ -87,6 +87,7 @@ class StackedFCNet(nn.Module):
         self.rules = [m.config.rule for m in members]  # ResidualStack names of the kinds
         self.depth, self.width, self.g = first.depth, first.width, first.g
         self.bn_momentum = first.bn_momentum
+        self.bn_eps = first.bn_eps
         S, d = len(members), first.depth
 
         def stack(tensors: Sequence[Tensor]) -> Tensor:
@@ -172,7 +173,7 @@ class StackedFCNet(nn.Module):
             # BatchNorm per member and channel: channels of the (B, S * W) layout.
             z = z.transpose(0, 1).reshape(B, S * W)
             z = F.batch_norm(z, self.running_mean[l].view(-1), self.running_var[l].view(-1),
-                             gains[l].reshape(-1), shifts[l].reshape(-1), training, self.bn_momentum, 1e-5)
+                             gains[l].reshape(-1), shifts[l].reshape(-1), training, self.bn_momentum, self.bn_eps)
             f = F.relu(z).view(B, S, W).transpose(0, 1)
             u = a[l] * f
             if self._uses_b[l]:
