@@ -368,6 +368,7 @@ def ledger_table(store: ResultsStore | None = None, items: Sequence[PaperItem] =
                 "status": row.status,
                 "setting": row.setting or row.item.where,
                 "chapter": chapter_href(row.item.book),
+                "finding": row.item.finding,
                 "id": row.item.id,
             }
         )
@@ -377,7 +378,7 @@ def ledger_table(store: ResultsStore | None = None, items: Sequence[PaperItem] =
 #: columns of the machine-readable ledger (``python -m hacn_core ledger --format csv`` or ``json``)
 COLUMNS: tuple[str, ...] = ("id", "paper", "item", "quantity", "paper value", "paper std", "our mean", "our std",
                             "seeds", "tolerance", "ci low", "ci high", "status", "verdict", "setting", "experiment",
-                            "chapter", "checked by")
+                            "chapter", "checked by", "finding")
 
 
 def ledger_records(store: ResultsStore | None = None, items: Sequence[PaperItem] = PAPER_ITEMS) -> list[dict[str, Any]]:
@@ -414,6 +415,7 @@ def ledger_records(store: ResultsStore | None = None, items: Sequence[PaperItem]
             "experiment": row.experiment,
             "chapter": chapter_href(row.item.book),
             "checked by": "; ".join(row.item.book.checked_by) if row.item.book else "",
+            "finding": row.item.finding,
             "seed list": list(row.seeds),
         })
     return records
@@ -618,6 +620,8 @@ def ledger_html(store: ResultsStore | None = None, rows: Sequence[LedgerRow] | N
         interval = f'<div class="why">95%: {esc(interval_text(row))}</div>' if row.interval else ""
         # the sentence behind a comparison's verdict (exact, shown and not run are explained by the legend)
         why = f'<div class="why">{esc(row.verdict)}</div>' if row.verdict and row.ours is not None else ""
+        if item.finding:
+            why += f'<div class="why"><b>Our finding:</b> {esc(item.finding)}</div>'
         out.append(
             f'<tr data-paper="{esc(item.paper)}" data-status="{esc(row.status)}" '
             f'data-fig="{esc(item.paper)}|{esc(item.item)}">'

@@ -33,7 +33,8 @@ def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(ca
     table = pd.read_csv(io.StringIO(text))
     assert tuple(table.columns) == COLUMNS == ("id", "paper", "item", "quantity", "paper value", "paper std",
                                                "our mean", "our std", "seeds", "tolerance", "ci low", "ci high",
-                                               "status", "verdict", "setting", "experiment", "chapter", "checked by")
+                                               "status", "verdict", "setting", "experiment", "chapter", "checked by",
+                                               "finding")
     assert list(table["id"]) == [i.id for i in PAPER_ITEMS]
     assert table["status"].value_counts().to_dict() == {k: v for k, v in status_counts(ResultsStore(RESULTS)).items()
                                                         if v}
@@ -116,3 +117,17 @@ def test_tolerance_interval_and_chapter_columns(capsys, rows):
     shown = table[table["status"] == "shown"]
     assert {"hacn/fig2b/train-loss", "hacn/fig5/gamma-vs-init-mean", "awnn/fig3-left/width-vs-difficulty",
             "awnn/fig8/synthetic-datasets"} <= set(shown["id"])
+
+
+def test_a_finding_of_ours_reaches_every_format(tmp_path):
+    from hacn_core.engine.results import ResultsStore
+    from hacn_core.gates.paper_items import DEEP_GATED_PLAIN_FINDING
+    from hacn_core.ledger import ledger_html, ledger_records
+
+    store = ResultsStore(tmp_path)
+    records = {r["id"]: r for r in ledger_records(store)}
+    for d in (50, 100):
+        assert records[f"gates/table1/mnist-d{d}-gated-plain"]["finding"] == DEEP_GATED_PLAIN_FINDING
+        assert records[f"gates/table2/mnist-d{d}-gated-plain-mean-k"]["finding"] == DEEP_GATED_PLAIN_FINDING
+    assert records["gates/table1/mnist-d20-gated-plain"]["finding"] == ""
+    assert "Our finding:" in ledger_html(store)

@@ -63,7 +63,8 @@ class PaperItem:
     figure or a claim the paper gives no number for; ``paper_std`` is the spread
     printed next to it (``±`` or the parenthesised std). ``where`` says where it
     can run in this project (data, hardware, budget), ``source`` where it is in the
-    paper.
+    paper. ``finding`` is ours, not the paper's: what a study of ours established about
+    a difference from the paper (the hypotheses it tested and what they showed).
     """
 
     id: str
@@ -79,6 +80,8 @@ class PaperItem:
     source: str = ""
     note: str = ""
     book: Place | None = None  # where the book shows it (set by :func:`place_items`)
+    #: what our studies found about this item beyond its number: why ours differs, what was tested
+    finding: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.book, Mapping):  # a record of as_records (dataclasses.asdict) read back
