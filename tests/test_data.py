@@ -1,7 +1,5 @@
-import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
