@@ -35,9 +35,17 @@ def gate_gradients_at_init(kind: str, depth: int, *, batches: int = 20, batch_si
     """``mean_abs`` and ``sign_agreement`` of ``dL/dk`` per gate of an untrained ``kind`` net of depth ``depth``."""
     if kind not in KINDS or not kind.startswith("gated"):
         raise ValueError(f"kind={kind!r} has no gates; allowed: {', '.join(k for k in KINDS if k.startswith('gated'))}")
-    X, y = data if data is not None else mnist_tensors(True)
     torch.manual_seed(seed)
-    model = mnist_fc(kind, depth).train()
+    g = gate_gradient_samples(mnist_fc(kind, depth), data, batches=batches, batch_size=batch_size, seed=seed)
+    return {"mean_abs": np.abs(g).mean(0), "sign_agreement": np.abs(np.sign(g).mean(0))}
+
+
+def gate_gradient_samples(model: torch.nn.Module, data: tuple[torch.Tensor, torch.Tensor] | None = None, *,
+                          batches: int = 20, batch_size: int = 128, seed: int = 0) -> np.ndarray:
+    """``dL/dk`` of every gate of ``model`` (in training mode) on ``batches`` seeded mini-batches of ``data``
+    (MNIST's training split by default): an array of shape ``(batches, gates)``."""
+    X, y = data if data is not None else mnist_tensors(True)
+    model.train()
     gen = torch.Generator().manual_seed(seed)
     grads = []
     for _ in range(batches):
@@ -45,8 +53,7 @@ def gate_gradients_at_init(kind: str, depth: int, *, batches: int = 20, batch_si
         model.zero_grad(set_to_none=True)
         torch.nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
         grads.append([float(p.grad) for _, p in gates.gate_parameters(model)])
-    g = np.asarray(grads)  # (batches, gates)
-    return {"mean_abs": np.abs(g).mean(0), "sign_agreement": np.abs(np.sign(g).mean(0))}
+    return np.asarray(grads)
 
 
 def make_config(depth: int, *, kind: str = "gated_plain", batches: int = 20, seed: int = 0) -> dict[str, Any]:

@@ -95,24 +95,16 @@ def gate_gradients_by_hypothesis(hypotheses: Sequence[str] | None = None, depth:
     gates on average. ``data`` is ``(X, y)``, MNIST's training split by default.
     """
     import pandas as pd
-    import torch
 
-    from hacn_core import gates
     from hacn_core.gates.studies import keras_defaults as kd
+    from hacn_core.gates.studies.gradients import gate_gradient_samples
     from hacn_core.gates.studies.mnist import mnist_tensors
 
-    X, y = data if data is not None else mnist_tensors(True)
+    data = data if data is not None else mnist_tensors(True)
     rows = []
     for hyp in (list(HYPOTHESES) if hypotheses is None else list(hypotheses)):
-        model = kd.build_model(kd.make_config(hyp, depth=depth, seed=seed)).train()
-        gen = torch.Generator().manual_seed(seed)
-        grads = []
-        for _ in range(batches):
-            idx = torch.randint(0, len(X), (batch_size,), generator=gen)
-            model.zero_grad(set_to_none=True)
-            torch.nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
-            grads.append([float(p.grad) for _, p in gates.gate_parameters(model)])
-        g = np.asarray(grads)  # (batches, gates)
+        model = kd.build_model(kd.make_config(hyp, depth=depth, seed=seed))
+        g = gate_gradient_samples(model, data, batches=batches, batch_size=batch_size, seed=seed)  # (batches, gates)
         rows.append({"hypothesis": hyp, "mean |dL/dk|": float(np.abs(g).mean()),
                      "sign agreement": float(np.abs(np.sign(g).mean(0)).mean()), "mean dL/dk": float(g.mean())})
     return pd.DataFrame(rows).set_index("hypothesis")
