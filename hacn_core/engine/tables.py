@@ -3,7 +3,8 @@
 :func:`house_table` is how every chapter shows a DataFrame: human column names,
 no index column, numbers at a sensible precision, "–" (with a note saying why)
 where a cell has no value, "yes"/"no" for booleans, internal ids replaced by
-labels, and text that wraps to the book's width. ``ClaimTable`` collects the
+labels, and text that wraps at spaces (a table wider than the page scrolls sideways
+instead of breaking words). ``ClaimTable`` collects the
 rows of a chapter's "the paper's claims, checked on our runs" table;
 :func:`mean_std` formats one cell of seeds as papers print it.
 """
@@ -57,8 +58,9 @@ MISSING = "–"
 #: the house style of every table: wraps at the text width, numbers right-aligned, no index
 TABLE_CSS = (
     "<style>table.house{border-collapse:collapse;margin:0.5em 0;font-size:0.9em;max-width:100%}"
+    "div.house-wrap{overflow-x:auto;max-width:100%}"
     "table.house th,table.house td{padding:0.25em 0.6em;border-bottom:1px solid #ddd;vertical-align:top;"
-    "white-space:normal;overflow-wrap:anywhere}"
+    "white-space:normal;overflow-wrap:break-word}"
     "table.house th{text-align:left;border-bottom:2px solid #888}"
     "table.house td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
     "p.house-note{font-size:0.85em;color:#555;margin:0 0 1em 0}</style>"
@@ -165,5 +167,5 @@ def house_table(frame: Any, *, columns: Mapping[str, str] | None = None, formats
     if note:
         notes.append(note)
     foot = "".join(f'<p class="house-note">{html.escape(n)}</p>' for n in notes)
-    return HTML(f'{TABLE_CSS}<table class="house">{cap}<thead><tr>{head}</tr></thead>'
-                f'<tbody>{"".join(rows)}</tbody></table>{foot}')
+    return HTML(f'{TABLE_CSS}<div class="house-wrap"><table class="house">{cap}<thead><tr>{head}</tr></thead>'
+                f'<tbody>{"".join(rows)}</tbody></table></div>{foot}')
