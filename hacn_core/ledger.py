@@ -637,3 +637,40 @@ def ledger_html(store: ResultsStore | None = None, rows: Sequence[LedgerRow] | N
         )
     out.append(f"</tbody></table></div><script>{_SCRIPT}</script></div>")
     return "".join(out)
+
+
+# ----------------------------------------------------------------------------- the key-results page
+
+#: the statuses of a comparison with the paper's own number, in the order the key-results page lists them
+COMPARED: tuple[str, ...] = ("reproduced", "differs", "inconclusive")
+
+
+def key_results(store: ResultsStore | None = None, rows: Sequence[LedgerRow] | None = None) -> dict[str, Any]:
+    """What the key-results page shows, from the ledger alone (pandas DataFrames).
+
+    ``counts``: one row per paper, the number of its items in every status, and in all.
+    ``compared[paper]``: the paper's items compared number for number at its own
+    setting (:data:`COMPARED`), verdict first: item, quantity, the paper's value, ours,
+    the tolerance and the status. ``to_run[paper]``: per table or figure, how many of
+    its items are still ``not run``, largest first.
+    """
+    import pandas as pd
+
+    rows = list(rows) if rows is not None else ledger_rows(store)
+    papers = list(dict.fromkeys(r.item.paper for r in rows))
+    counts = pd.DataFrame([{"paper": p, **{s: sum(r.item.paper == p and r.status == s for r in rows)
+                                            for s in STATUSES},
+                            "items": sum(r.item.paper == p for r in rows)} for p in papers])
+    compared, to_run = {}, {}
+    for p in papers:
+        mine = sorted((r for r in rows if r.item.paper == p and r.status in COMPARED),
+                      key=lambda r: COMPARED.index(r.status))
+        compared[p] = pd.DataFrame([{"item": r.item.item, "quantity": r.item.quantity, "paper": paper_text(r.item),
+                                     "ours": ours_text(r), "tolerance": tolerance_text(r), "status": r.status}
+                                    for r in mine], columns=["item", "quantity", "paper", "ours", "tolerance", "status"])
+        left: dict[str, int] = {}
+        for r in rows:
+            if r.item.paper == p and r.status == "not run":
+                left[r.item.item] = left.get(r.item.item, 0) + 1
+        to_run[p] = pd.DataFrame(sorted(left.items(), key=lambda kv: -kv[1]), columns=["table or figure", "items"])
+    return {"counts": counts, "compared": compared, "to_run": to_run}

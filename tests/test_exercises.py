@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_CHAPTERS = {"notebooks/00_ledger"}
+NOT_CHAPTERS = {"notebooks/00_ledger", "notebooks/key_results"}  # summary pages, not chapters
 ITEM = re.compile(r"^(\d+)\. ", re.MULTILINE)  # a numbered item at the left margin
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```python[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.MULTILINE | re.DOTALL)
 

@@ -131,3 +131,19 @@ def test_a_finding_of_ours_reaches_every_format(tmp_path):
         assert records[f"gates/table2/mnist-d{d}-gated-plain-mean-k"]["finding"] == DEEP_GATED_PLAIN_FINDING
     assert records["gates/table1/mnist-d20-gated-plain"]["finding"] == ""
     assert "Our finding:" in ledger_html(store)
+
+
+def test_key_results_agree_with_the_ledger(tmp_path):
+    from hacn_core.engine.results import ResultsStore
+    from hacn_core.ledger import COMPARED, STATUSES, key_results, ledger_rows
+
+    store = ResultsStore(tmp_path)
+    rows = ledger_rows(store)
+    out = key_results(rows=rows)
+    counts = out["counts"].set_index("paper")
+    assert counts["items"].sum() == len(rows)
+    assert (counts[list(STATUSES)].sum(axis=1) == counts["items"]).all()
+    for paper, frame in out["compared"].items():
+        assert len(frame) == sum(counts.loc[paper, s] for s in COMPARED)
+        assert list(frame["status"]) == sorted(frame["status"], key=COMPARED.index)
+        assert out["to_run"][paper]["items"].sum() == counts.loc[paper, "not run"]
