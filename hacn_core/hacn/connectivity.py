@@ -104,6 +104,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hacn_core.engine.checks import check_choice
 from hacn_core.gates import GATE_FUNCTIONS, gated_plain, gated_residual
 from hacn_core.engine.roles import tag
 
@@ -129,13 +130,6 @@ INIT_STRATEGIES: tuple[str, ...] = ("normal", "half_layers", "exp_decay", "const
 DENSE_BASES: tuple[str, ...] = ("resnet", "plain")
 DEPTH_LN_FORMS: tuple[str, ...] = ("paper", "code")
 CONNECTIVITY_LAYOUTS: tuple[str, ...] = ("none", "column", "figure")
-
-
-def check_choice(field_name: str, value: object, allowed: Sequence[str]) -> str:
-    """Return ``value`` if it is one of ``allowed``; otherwise raise naming the field and the choices."""
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{field_name}={value!r} is not valid; allowed: {', '.join(allowed)}")
-    return value
 
 
 # ---------------------------------------------------------------------------

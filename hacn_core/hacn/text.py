@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hacn_core.hacn.connectivity import check_choice
+from hacn_core.engine.checks import check_choice
 
 NOISE_OPS: tuple[str, ...] = ("delete", "insert", "swap", "substitute")
 #: Table 1's edits

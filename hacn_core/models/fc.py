@@ -59,7 +59,7 @@ from hacn_core.gates import (
     PlainLayer,
     ResidualLayer,
 )
-from hacn_core.hacn.connectivity import check_choice
+from hacn_core.engine.checks import check_choice
 
 KINDS: tuple[str, ...] = ("plain", "resnet", "gated_plain", "gated_resnet")
 #: the ResidualStack rule that each kind's layers follow (Residual Gates Sec. 2.2)

@@ -36,7 +36,7 @@ from torch_geometric.nn import GINConv, global_add_pool, global_mean_pool
 
 from hacn_core.awnn.distribution import quantile_width
 from hacn_core.awnn.init import ACTIVATIONS
-from hacn_core.hacn.connectivity import check_choice
+from hacn_core.engine.checks import check_choice
 from hacn_core.models.mlp import UNGATED_MLP_KINDS, make_mlp
 
 #: global poolings of the readout (AWNN Table 5)

@@ -59,8 +59,7 @@ import torch
 from torch import Tensor, nn
 
 from hacn_core.engine.roles import tag
-from hacn_core.gates import GATE_FUNCTIONS, gate_value
-from hacn_core.hacn.connectivity import check_choice
+from hacn_core.engine.checks import check_choice
 
 MLP_KINDS: tuple[str, ...] = ("fixed", "adaptive", "gated")
 #: the kinds for MLPs whose output is not a residual branch (see the module docstring)
@@ -130,6 +129,8 @@ class GatedMlp(Mlp):
         bias: bool = True,
     ) -> None:
         super().__init__(dim, hidden, out_dim, dropout, activation, negative_slope, bias)
+        from hacn_core.gates import GATE_FUNCTIONS  # only the gated kind needs the gates package
+
         self.g = check_choice("g", g, tuple(GATE_FUNCTIONS))
         if isinstance(k_init, bool) or not isinstance(k_init, (int, float)):
             raise ValueError(f"k_init={k_init!r} must be a real number (Residual Gates initialise k = 1, Sec. 3.2)")
@@ -137,6 +138,8 @@ class GatedMlp(Mlp):
 
     def gate(self) -> Tensor:
         """``g(k)``."""
+        from hacn_core.gates import gate_value
+
         return gate_value(self.k, self.g)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hacn_core.gates import GATE_FUNCTIONS, GatedResidualLayer, ResidualLayer
-from hacn_core.hacn.connectivity import check_choice
+from hacn_core.engine.checks import check_choice
 
 SHORTCUTS: tuple[str, ...] = ("projection", "zero_pad")
 #: the ResidualStack rules a pre-activation block can take (module docstring)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from hacn_core.awnn.distribution import quantile_width
-from hacn_core.hacn.connectivity import check_choice
+from hacn_core.engine.checks import check_choice
 from hacn_core.models.mlp import UNGATED_MLP_KINDS, make_mlp
 from hacn_core.models.resnet import ZeroPadShortcut, conv3x3
 

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from hacn_core.awnn.distribution import quantile_width
 from hacn_core.awnn.init import ACTIVATIONS
-from hacn_core.hacn.connectivity import check_choice
+from hacn_core.engine.checks import check_choice
 from hacn_core.models.mlp import UNGATED_MLP_KINDS, make_mlp
 
 #: starting rate of the adaptive FFNs (AWNN App. C.3)
