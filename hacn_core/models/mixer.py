@@ -72,6 +72,7 @@ from hacn_core.hacn.connectivity import (
     check_choice,
     make_norm,
 )
+from hacn_core.models.exits import LayerwiseClassifier
 from hacn_core.models.mlp import MLP_KINDS, UNGATED_MLP_KINDS, MlpLayer, as_mlp_layer, mlp_kind
 
 LAYER_UNITS: tuple[str, ...] = ("block", "sublayer")
@@ -322,7 +323,7 @@ def build_mixer_layers(config: MixerConfig) -> list[nn.Module]:
     return layers
 
 
-class MLPMixer(nn.Module):
+class MLPMixer(LayerwiseClassifier):
     """MLP-Mixer whose layers are joined by any rule of :class:`~hacn_core.hacn.connectivity.ResidualStack`.
 
     ``MLPMixer()`` is Appendix A's H-ACN Mixer for CIFAR-10;
@@ -351,24 +352,9 @@ class MLPMixer(nn.Module):
         )
         self.head = MixerHead(c.hidden_dim, c.num_classes)
 
-    def forward(self, images: Tensor, num_layers: int | None = None) -> Tensor:
-        """Logits ``(B, classes)``; ``num_layers`` truncates the stack (a separate truncated network)."""
-        return self.head(self.stack(self.embed(images), num_layers=num_layers))
-
-    def exits(self, images: Tensor) -> list[Tensor]:
-        """The ``L + 1`` layer-wise exit representations ``(B, N, d)`` of one forward pass."""
-        _, exits = self.stack(self.embed(images), return_exits=True)
-        return exits
-
-    def layerwise_logits(self, images: Tensor) -> Tensor:
-        """The shared head at every exit, ``(L + 1, B, classes)``, from one forward pass (Sec. 3.1).
-
-        Row ``i`` is what the network predicts when it stops after layer ``i``
-        (row 0: the embedding alone; row ``L``: ``forward(images)``). With
-        ``layer_unit="sublayer"`` there are ``2L + 1`` rows; ``[::2]`` picks the
-        Mixer-layer boundaries.
-        """
-        return self.head(torch.stack(self.exits(images)))
+    def tokens(self, images: Tensor) -> Tensor:
+        """The patch embedding ``(B, N, d)``: the stack's input (exit 0)."""
+        return self.embed(images)
 
 
 # ---------------------------------------------------------------------------

@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from hacn_core.hacn.connectivity import AlphaInit, ResidualStack
+from hacn_core.models.exits import LayerwiseClassifier
 from hacn_core.models.mixer import MixerHead, PatchEmbedding
 from hacn_core.models.mlp import Mlp, MlpLayer
 from hacn_core.models.transformer import AttentionSublayer, TransformerSettings, build_transformer_layers
@@ -119,7 +120,7 @@ def sincos_position_embedding_2d(grid: int, dim: int, temperature: float = 10000
     return torch.cat([xw.sin(), xw.cos(), yw.sin(), yw.cos()], dim=1)
 
 
-class ViT(nn.Module):
+class ViT(LayerwiseClassifier):
     """Simple ViT whose blocks are joined by any ``ResidualStack`` rule (Sec. 3.3).
 
     ``ViT()`` is the H-ACN ViT-S/16 for ImageNet; ``ViT(rule="resnet")`` the
@@ -176,22 +177,6 @@ class ViT(nn.Module):
             )
         return self.embed(images) + self.pos_embed.to(images.dtype)
 
-    def forward(self, images: Tensor, num_layers: int | None = None) -> Tensor:
-        """Logits ``(B, classes)``; ``num_layers`` truncates the stack (a separate truncated network)."""
-        return self.head(self.stack(self.tokens(images), num_layers=num_layers))
-
-    def exits(self, images: Tensor) -> list[Tensor]:
-        """The ``L + 1`` layer-wise exit representations ``(B, N, d)`` of one forward pass."""
-        _, exits = self.stack(self.tokens(images), return_exits=True)
-        return exits
-
-    def layerwise_logits(self, images: Tensor) -> Tensor:
-        """The shared head at every exit, ``(L + 1, B, classes)``, from one forward pass (Sec. 3.1).
-
-        Row ``i`` is the prediction of the network stopped after layer ``i`` (row
-        ``L``: ``forward(images)``); with ``layer_unit="sublayer"``, ``2L + 1`` rows.
-        """
-        return self.head(torch.stack(self.exits(images)))
 
 
 __all__ = ["ViT", "ViTConfig", "sincos_position_embedding_2d"]
