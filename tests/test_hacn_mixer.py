@@ -176,12 +176,12 @@ def test_tables_put_the_papers_values_beside_ours():
     results = [_result("hacn", s, a, [0.3, 0.2, 0.1 + 0.01 * s]) for s, a in ((0, 0.90), (1, 0.92))]
     results += [_result("hacn", 0, 0.88, [0.1, 0.1, 0.1], classes=2), _result("resnet", 0, 0.9, None, mu=None)]
     t2 = hmr.table2(results)
-    assert t2.loc[0.25, "paper (CIFAR-10, %)"] == 90.2 and t2.loc[0.25, "ours (%)"].startswith("91.0 ± ")
+    assert t2.loc[0.25, "paper (CIFAR-10, %)"] == 90.2 and t2.loc[0.25, "ours (%)"] == "91.0 (1.4), n=2"  # mean (std) over seeds
     assert t2.loc[0.75, "ours (%)"] == "-"
     # H-ACN Table 2 and Table 3 as the study typed them before hacn_core.paper_items became their one source
     assert t2["paper (CIFAR-10, %)"].to_dict() == {0.25: 90.2, 0.75: 89.7, 1.0: 88.7}
     t3 = hmr.table3(results)
-    assert t3.loc["2 classes", "paper Gamma"] == 0.326 and t3.loc["2 classes", "ours Gamma"] == "0.100 (n=1)"
+    assert t3.loc["2 classes", "paper Gamma"] == 0.326 and t3.loc["2 classes", "ours Gamma"] == "0.100, n=1"
     assert t3.set_index("paper task")["paper Gamma"].to_dict() == {"CIFAR-2": 0.326, "CIFAR-10": 0.428,
                                                                    "ImageNet": 0.930}
     corr = hmr.seed_correlations(results)

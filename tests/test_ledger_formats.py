@@ -115,7 +115,7 @@ def test_tolerance_interval_and_chapter_columns(capsys, rows):
     placed = {i.id for i in PAPER_ITEMS if i.book is not None}
     assert set(table.loc[table["chapter"].notna(), "id"]) == placed
     shown = table[table["status"] == "shown"]
-    assert {"hacn/fig2b/train-loss", "hacn/fig5/gamma-vs-init-mean", "awnn/fig3-left/width-vs-difficulty",
+    assert {"hacn/fig2b/train-loss", "hacn/fig6a/convergence-distance", "awnn/fig3-left/width-vs-difficulty",
             "awnn/fig8/synthetic-datasets"} <= set(shown["id"])
 
 

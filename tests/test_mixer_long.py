@@ -117,3 +117,13 @@ def test_noise_table_has_every_level_and_no_missing_cells():
     assert list(table.columns) == ["rule", "no noise"] + [f"σ = {s:g}" for s in hm.NOISE_STDS]
     assert list(table["rule"]) == ["ResNet", "H-ACN"] and not table.isna().any().any()
     assert table.loc[0, "σ = 0.3"].startswith("80.0")
+
+
+def test_coverage_table_counts_planned_and_stored_seeds():
+    planned = [hm.make_config(rule, seed, num_classes=k, train_subset=None, epochs=30, record_every_steps=50)
+               for seed in (0, 1, 2) for k in (10, 2) for rule in ("resnet", "hacn")]
+    stored = [_run("resnet", 0), _run("resnet", 2), _run("hacn", 1)]
+    table = hmr.coverage_table(planned, stored).set_index(["architecture", "classes"])
+    assert table.loc[("ResNet", 10), "seeds planned"] == 3 and table.loc[("ResNet", 10), "stored"] == "0, 2"
+    assert table.loc[("H-ACN", 10), "seeds stored"] == 1 and table.loc[("H-ACN", 2), "stored"] == "none yet"
+    assert len(table) == 4

@@ -48,16 +48,13 @@ def cell_runs(results: Sequence[RunResult], *, arch: str = "mixer", **where: Any
 
 
 def _est(values: Sequence[float], scale: float = 1.0, digits: int = 1) -> str:
-    """``mean ± 95% CI half-width (n)`` of ``values`` times ``scale``."""
-    from hacn_core.engine.stats import estimate
+    """``mean (std), n=k`` of ``values`` times ``scale``: the book's spread convention (sample std over seeds)."""
+    from hacn_core.engine.tables import mean_std
 
     values = [scale * v for v in values if v is not None]
     if not values:
         return "-"
-    e = estimate(values)
-    if e.n == 1:
-        return f"{e.mean:.{digits}f} (n=1)"
-    return f"{e.mean:.{digits}f} ± {e.half_width:.{digits}f} (n={e.n})"
+    return f"{mean_std(values, digits)}, n={len(values)}"
 
 
 def main_runs(results: Sequence[RunResult], num_classes: int = 10) -> dict[str, list[RunResult]]:
@@ -68,7 +65,7 @@ def main_runs(results: Sequence[RunResult], num_classes: int = 10) -> dict[str, 
 
 
 def layerwise_table(results: Sequence[RunResult]):
-    """Fig. 2a as numbers: test accuracy (%) at a few exits, mean ± 95% CI over seeds."""
+    """Fig. 2a as numbers: test accuracy (%) at a few exits, mean (std) over seeds."""
     import pandas as pd
 
     rows = []
@@ -138,7 +135,7 @@ def seed_correlations(results: Sequence[RunResult], rule: str = "hacn", num_clas
 
 
 def comparison_table(results: Sequence[RunResult], cost: RunResult | None = None, num_classes: int = 10):
-    """Every architecture on the same Mixer and budget (chapter 3): accuracy, exits, cost; mean ± 95% CI.
+    """Every architecture on the same Mixer and budget (chapter 3): accuracy, exits, cost; mean (std) over seeds.
 
     With ``cost`` (the ``hacn-mixer-cost`` run) the step time, its ratio to the
     ResNet rule and the activation memory come from that side-by-side
@@ -222,8 +219,7 @@ def plot_layerwise(results: Sequence[RunResult]):
         ax.set_xlabel("exit (layers used)")
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{classes} classes")
-        ax.legend(frameon=False, fontsize="small")
-    fig.tight_layout()
+    _legend_below(fig, axes[0][0])
     return fig
 
 
@@ -252,7 +248,7 @@ def plot_alphas(results: Sequence[RunResult]):
         if runs:
             a = np.array([r.curves["alpha_final"] for r in runs])
             plots.with_ci(ax, np.arange(1, a.shape[1] + 1), a, label=f"{classes} classes", linestyle=style,
-                          marker="o", markersize=3, color=_STYLE["hacn"] if classes == 10 else "C8")
+                          marker="o", markersize=3, color=_STYLE["hacn"] if classes == 10 else "C4")
     ax.axhline(0.25, color="grey", linewidth=0.8, linestyle=":", label="init mean 0.25")
     ax.set_xlabel("layer i")
     ax.set_ylabel("converged $a_i$")
@@ -282,22 +278,36 @@ def plot_gamma_by_mu(results: Sequence[RunResult]):
     return fig
 
 
-def plot_delta_gamma(results: Sequence[RunResult]):
-    """Fig. 6: convergence distance ``Delta_t`` (a) and ``Gamma`` (b) of H-ACN (mu 0.25) during training."""
+def _legend_below(fig, ax, ncol: int = 4) -> None:
+    """One legend for the whole figure, centred under the axes (never over the data)."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=min(ncol, len(labels)), frameon=False)
+
+
+def plot_delta_gamma(results: Sequence[RunResult], *, paper_gamma: bool = False):
+    """Fig. 6: convergence distance ``Delta_t`` (a) and ``Gamma`` (b) of H-ACN (mu 0.25) during training.
+
+    ``paper_gamma`` draws Table 3's final ``Gamma`` (CIFAR-10 and CIFAR-2) as dashed lines in (b), the paper's
+    value beside ours (the paper's own Fig. 6 curves are not given as numbers)."""
     fig, axes = plots.figure(ncols=2)
+    colours = {10: _STYLE["hacn"], 2: "C4"}
     for classes, style in ((10, "-"), (2, "--")):
         runs = cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=classes)
         if not runs:
             continue
         x = 100 * _progress(runs[0])
         for ax, key in zip(axes[0], ("delta", "gamma")):
-            plots.with_ci(ax, x, np.array([r.curves[key] for r in runs]), label=f"{classes} classes",
-                          linestyle=style, color=_STYLE["hacn"] if classes == 10 else "C8")
+            plots.with_ci(ax, x, np.array([r.curves[key] for r in runs]), label=f"ours, {classes} classes",
+                          linestyle=style, color=colours[classes])
+    if paper_gamma:
+        for classes, paper_name in TABLE3_TASKS:
+            axes[0][1].axhline(item(table3_item(classes)).paper_value, color=colours[classes], alpha=0.8,
+                               linewidth=1.2, linestyle=(0, (1, 1.5)), label=f"paper Table 3, {paper_name}")
     for ax, title in zip(axes[0], (r"(a) $\Delta_t = \|a_T - a_t\|_2$", r"(b) $\Gamma$")):
         ax.set_xlabel("training progress (% of steps)")
         ax.set_title(title)
-        ax.legend(frameon=False, fontsize="small")
-    fig.tight_layout()
+    _legend_below(fig, axes[0][1])
     return fig
 
 
@@ -356,6 +366,28 @@ SETTLED_FRACTION = 0.05
 MATCH_POINTS = 0.5
 #: Sec. 4's seed robustness counts as reproduced at a mean cross-seed Pearson correlation of at least this (%)
 PEARSON_HOLDS = 80.0
+
+
+def coverage_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]):
+    """Which cells of a study are stored: per architecture, classes, init mean and epochs, the seeds planned and
+    the seeds stored (the converged study fills in over several background sessions)."""
+    import pandas as pd
+
+    def key(c: dict[str, Any]) -> tuple:
+        return (label(c), c["num_classes"], c["alpha_mu"] if c["alpha_mu"] is not None else "", c["epochs"])
+
+    stored = {}
+    for r in results:
+        stored.setdefault(key(r.config), []).append(r.seed)
+    rows, seen = [], {}
+    for c in planned:
+        seen.setdefault(key(c), []).append(c["seed"])
+    for k, seeds in seen.items():
+        have = sorted(stored.get(k, []))
+        rows.append({"architecture": k[0], "classes": k[1], "init mean μ": k[2], "epochs": k[3],
+                     "seeds planned": len(seeds), "seeds stored": len(have),
+                     "stored": ", ".join(str(s) for s in have) if have else "none yet"})
+    return pd.DataFrame(rows)
 
 
 def split_budgets(results: Sequence[RunResult]) -> tuple[list[RunResult], list[RunResult]]:
