@@ -176,7 +176,6 @@ class StackedFCNet(nn.Module):
         S = self.num_members
         if x.dim() != 3 or x.shape[0] != S:
             raise ValueError(f"x: expected shape (S={S}, B, features), got {tuple(x.shape)}")
-        B, W = x.shape[1], self.width
         h = torch.baddbmm(self.stem_bias.unsqueeze(1), x, self.stem_weight.transpose(1, 2))
         a, b, c = (t.unsqueeze(-1).unsqueeze(-1).unbind(0) for t in self.coefficients())  # each (S, 1, 1)
         weights, biases = self.weight.unbind(0), self.bias.unbind(0)  # unbind: one stack in backward
@@ -187,9 +186,7 @@ class StackedFCNet(nn.Module):
         prev = h
         for l in range(self.depth):
             z = torch.baddbmm(biases[l].unsqueeze(1), h, weights[l].transpose(1, 2))  # (S, B, W)
-            # BatchNorm per member and channel: channels of the (B, S * W) layout.
-            z = self._batch_norm(l, z.transpose(0, 1).reshape(B, S * W), gains[l], shifts[l])
-            f = F.relu(z).view(B, S, W).transpose(0, 1)
+            f = self._bn_relu(l, z, gains[l], shifts[l])  # (S, B, W)
             u = a[l] * f
             if self._uses_b[l]:
                 u = u + b[l] * h
@@ -200,21 +197,25 @@ class StackedFCNet(nn.Module):
             h = u
         return torch.baddbmm(self.head_bias.unsqueeze(1), h, self.head_weight.transpose(1, 2))
 
-    def _batch_norm(self, l: int, z: Tensor, gain: Tensor, shift: Tensor) -> Tensor:
-        """BatchNorm of layer ``l`` on ``z`` ``(B, S * W)``: each run of members with its momentum and eps.
+    def _bn_relu(self, l: int, z: Tensor, gain: Tensor, shift: Tensor) -> Tensor:
+        """``ReLU(BN(z))`` of layer ``l`` for ``z`` ``(S, B, W)``; ``gain``, ``shift`` ``(S, W)``.
 
-        ``gain`` and ``shift`` are ``(S, W)``; the running statistics of a run are
-        the contiguous rows ``[start, stop)`` of ``running_mean[l]``, updated in place.
+        BatchNorm per member and channel: the channels of the ``(B, S * W)``
+        layout, one ``batch_norm`` call per run of members with the same momentum
+        and eps (``bn_runs``; a run's members are the contiguous ``z[start:stop]``,
+        its running statistics the rows ``[start, stop)`` of ``running_mean[l]``,
+        updated in place).
         """
-        W = self.width
+        S, B, W = z.shape
         parts = []
         for start, stop, momentum, eps in self.bn_runs:
-            channels = slice(start * W, stop * W)
-            zs = z if len(self.bn_runs) == 1 else z[:, channels]
-            parts.append(F.batch_norm(zs, self.running_mean[l, start:stop].view(-1),
-                                      self.running_var[l, start:stop].view(-1), gain[start:stop].reshape(-1),
-                                      shift[start:stop].reshape(-1), self.training, momentum, eps))
-        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+            n = stop - start
+            zs = z[start:stop].transpose(0, 1).reshape(B, n * W)
+            zs = F.batch_norm(zs, self.running_mean[l, start:stop].view(-1), self.running_var[l, start:stop].view(-1),
+                              gain[start:stop].reshape(-1), shift[start:stop].reshape(-1), self.training, momentum,
+                              eps)
+            parts.append(F.relu(zs).view(B, n, W).transpose(0, 1))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
 
     def member_losses(self, logits: Tensor, target: Tensor) -> Tensor:
         """Mean cross-entropy of each member ``(S,)`` for targets ``(S, B)``."""
