@@ -189,7 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        help="torch CPU threads of each run (default: $HACN_THREADS or 1); a run with another count "
                             "is stored under its own hash")
     run_p.add_argument("--stacked", action="store_true",
-                       help="train missing runs together with the experiment's stacked engine (gates-mnist)")
+                       help="train missing runs together with the experiment's stacked engine "
+                            "(gates-mnist, gates-keras)")
     run_p.add_argument("--dry-run", action="store_true",
                        help="train nothing: build each distinct model, take one training step on the CPU and print "
                             "parameters, FLOPs per step, optimizer steps and estimated GPU-hours")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -121,15 +122,30 @@ def test_keras_batchnorm_and_glorot_in_the_built_model():
                           torch.zeros(8, 2))
 
 
-def test_stacked_engine_uses_the_members_bn_eps():
-    torch.manual_seed(0)
-    members = [mnist_fc("gated_plain", 3, bn_eps=1e-3).double() for _ in range(2)]
+def test_stacked_members_keep_their_own_batchnorm_and_gate_function():
+    """Members with Keras' and PyTorch's BatchNorm (momentum, eps) and different g in one StackedFCNet:
+    each computes its own network, and each BatchNorm keeps its own running statistics."""
+    options = [{}, {"bn_eps": 1e-3, "bn_momentum": 0.01}, {"g": "clip01"}, {"bn_eps": 1e-3, "bn_momentum": 0.01}]
+    members = []
+    for i, opts in enumerate(options):
+        torch.manual_seed(i)
+        members.append(mnist_fc("gated_plain", 3, **opts).double())
+    with torch.no_grad():  # gates off 1 and above 1, so that g = clip01 differs from ReLU
+        for i, m in enumerate(members):
+            gates.set_gates(m, [0.4 + 0.3 * i, 1.3, 0.7])
+    singles = [copy.deepcopy(m) for m in members]
     stacked = StackedFCNet(members).double()
-    x = torch.randn(2, 16, 784, dtype=torch.float64) * 1e-2  # small inputs: eps is visible in the output
-    expected = torch.stack([m(x[s]) for s, m in enumerate(members)])
+    assert [run[:2] for run in stacked.bn_runs] == [(0, 1), (1, 2), (2, 3), (3, 4)]  # unsorted: one call each
+    x = torch.randn(4, 16, 784, dtype=torch.float64) * 1e-2  # small inputs: eps is visible in the output
+    expected = torch.stack([m(x[s]) for s, m in enumerate(singles)])  # training mode: batch statistics
     assert torch.allclose(stacked(x), expected, atol=1e-10)
-    with pytest.raises(ValueError, match="bn_eps"):
-        StackedFCNet([mnist_fc("gated_plain", 3), mnist_fc("gated_plain", 3, bn_eps=1e-3)])
+    stacked.eval()
+    for s, (member, single) in enumerate(zip(stacked.write_back(), singles)):
+        for key, value in single.state_dict().items():  # running statistics with each member's momentum
+            torch.testing.assert_close(member.state_dict()[key], value, rtol=1e-10, atol=1e-12, msg=key)
+    assert not torch.allclose(expected[0], expected[2])  # g matters here: the check is not vacuous
+    with pytest.raises(ValueError, match="stem"):
+        StackedFCNet([mnist_fc("gated_plain", 3), mnist_fc("gated_plain", 3, stem="dot_bn_relu")])
 
 
 # ----------------------------------------------------------------------------- 4. the gate
@@ -210,3 +226,93 @@ def test_gate_gradients_by_hypothesis_matches_the_gates_mnist_diagnosis():
     assert table.loc["baseline", "sign agreement"] == pytest.approx(float(ref["sign_agreement"].mean()))
     one = kr.gate_gradients_by_hypothesis(["baseline"], depth=4, batches=1, data=data)
     assert one.loc["baseline", "sign agreement"] == 1.0  # one batch: each gate has one sign
+
+
+# ----------------------------------------------------------------------------- the stacked engine
+
+
+def _fake_mnist64(train: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """MNIST-shaped float64 data (so both engines train in float64, where they agree to rounding)
+    whose class is readable from the first 10 pixels; 300 training images: a short last batch."""
+    gen = torch.Generator().manual_seed(1 if train else 2)
+    n = 300 if train else 200
+    y = torch.randint(0, 10, (n,), generator=gen)
+    X = torch.rand(n, 784, generator=gen, dtype=torch.float64) * 0.3
+    X[torch.arange(n), y] += 0.7
+    return X, y
+
+
+@pytest.fixture
+def float64_data(monkeypatch):
+    """Both engines in float64: the models (default dtype) and the data (``mnist.mnist_tensors``)."""
+    from hacn_core.gates.studies import mnist
+
+    monkeypatch.setattr(mnist, "mnist_tensors", _fake_mnist64)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
+
+
+#: every hypothesis the stacked engine trains (all but the dot_bn_relu stem), BatchNorm pairs interleaved
+STACKABLE = ("baseline", "keras-bn", "glorot", "g-clip01", "k-clip", "k-init-0.5", "keras-all")
+
+
+#: both engines train in float64 here, but the engine's records are float32 (fit's ``param/<name>`` and the
+#: loss sums of ``evaluate``): the runs agree to float32 rounding, far below what training in float32 would
+#: part them by (see ``hacn_core.models.stacked_fc``)
+RECORDS = {"rel": 1e-6, "abs": 1e-6}
+
+
+def test_stacked_runs_are_the_single_runs_of_every_stackable_hypothesis(tmp_path, float64_data):
+    configs = [kd.make_config(h, depth=3, seed=i % 2, epochs=2) for i, h in enumerate(STACKABLE)]
+    assert len({kd.stack_key(c) for c in configs}) == 1
+    stacked = kd.train_gates_keras_stacked(configs, tmp_path / "stacked", progress=False)
+    for i, config in enumerate(configs):
+        alone = kd.train_gates_keras(config, RunContext(kd.EXPERIMENT_ID, tmp_path / str(i), progress=False))
+        name, got, ref = config["hypothesis"], stacked[i]["metrics"], alone["metrics"]
+        assert set(got) == set(ref), name
+        for key, value in ref.items():
+            assert got[key] == pytest.approx(value, **RECORDS), f"{name}: {key}"
+        for key in ("train_loss", "test_error", "mean_k", "k_per_block"):
+            assert stacked[i]["curves"][key] == pytest.approx(alone["curves"][key], **RECORDS), key
+    by_name = {c["hypothesis"]: out for c, out in zip(configs, stacked)}
+    # the options did act: k moved, clip kept it in [0, 1], k started at 0.5, keras-bn trains another network
+    assert max(by_name["k-clip"]["curves"]["k_per_block"]) <= 1.0
+    assert max(by_name["baseline"]["curves"]["k_per_block"]) > 1.0
+    assert by_name["k-init-0.5"]["curves"]["mean_k"][0] == 0.5
+    assert by_name["keras-bn"]["metrics"]["train_loss"] != pytest.approx(by_name["baseline"]["metrics"]["train_loss"])
+
+
+def test_stack_key_groups_the_paper_profile_by_depth():
+    groups: dict = {}
+    for c in kd.paper_configs():
+        groups.setdefault(kd.stack_key(c), []).append(c)
+    assert sorted((g[0]["depth"], len(g)) for g in groups.values()) == [(50, 6), (100, 6)]
+    for g in groups.values():
+        assert {(c["hypothesis"], c["seed"]) for c in g} == {(h, s) for h in kd.CONFIRM_HYPOTHESES for s in (0, 1, 2)}
+    screen = [c for c in kd.book_configs() if c["epochs"] == kd.SCREEN_EPOCHS]
+    keys = {c["hypothesis"]: kd.stack_key(c) for c in screen}
+    assert keys["stem-dot-bn-relu"] is None  # no dot_bn_relu stem in StackedFCNet: trained alone
+    assert keys["nadam-eps-1e-7"] != keys["baseline"]  # one optimizer: eps must be shared
+    assert len({v for h, v in keys.items() if h not in ("stem-dot-bn-relu", "nadam-eps-1e-7")}) == 1
+    with pytest.raises(ValueError, match="cannot be stacked"):
+        kd.train_gates_keras_stacked([kd.make_config("stem-dot-bn-relu", 2)], "unused", progress=False)
+    with pytest.raises(ValueError, match="cannot train together"):
+        kd.train_gates_keras_stacked([kd.make_config("baseline", 2), kd.make_config("nadam-eps-1e-7", 2)],
+                                     "unused", progress=False)
+
+
+def test_run_stacked_trains_stackable_runs_together_and_the_stem_run_alone(tmp_path, float64_data):
+    import dataclasses
+
+    from hacn_core.engine.registry import run_experiment
+    from hacn_core.engine.results import ResultsStore
+
+    configs = [kd.make_config(h, depth=2, epochs=1) for h in ("keras-all", "k-init-0.5", "stem-dot-bn-relu")]
+    exp = dataclasses.replace(kd.EXPERIMENT, configs={"smoke": lambda: configs})
+    results = run_experiment(exp, "smoke", store=ResultsStore(tmp_path), stacked=True, progress=False)
+    engines = {r.config["hypothesis"]: r.provenance.get("engine") for r in results}
+    assert engines["keras-all"]["name"] == "stacked" and engines["keras-all"]["members"] == 2
+    assert engines["k-init-0.5"] == engines["keras-all"]
+    assert engines["stem-dot-bn-relu"] is None  # trained alone by train_gates_keras

@@ -181,7 +181,9 @@ class Experiment:
     links: tuple[Link, ...] = ()
     # Optional engine that trains many configurations in one process (e.g. a
     # stacked model): ``train_stacked(configs, checkpoint_dir, progress)`` returns
-    # one training output per configuration; ``stack_key`` says which may share it.
+    # one training output per configuration; ``stack_key`` says which may share it
+    # (equal keys), None for a configuration the stacked engine cannot express
+    # (with ``stacked=True`` it is trained alone, by ``train``).
     train_stacked: Callable[[list[dict[str, Any]], Any, bool], list[Mapping[str, Any]]] | None = None
     stack_key: Callable[[dict[str, Any]], Any] | None = None
     # Optional dry run (hacn_core.engine.dry_run): ``plan(config)`` says how a configuration
@@ -297,7 +299,8 @@ def run_experiment(
 
 def _train_stacked(experiment: Experiment, configs: Sequence[dict[str, Any]], store: ResultsStore, profile: str,
                    allow_train: bool | None, progress: bool) -> None:
-    """Train the missing ``configs`` with the experiment's stacked engine, one group per ``stack_key``.
+    """Train the missing ``configs`` with the experiment's stacked engine, one group per ``stack_key``
+    (those whose key is None are left to :func:`run_or_load`, which trains them one at a time).
 
     Call it with the threads pinned (:func:`run_experiment` does). A member whose
     file cannot be written is kept pending while the others are stored, and one
@@ -311,7 +314,9 @@ def _train_stacked(experiment: Experiment, configs: Sequence[dict[str, Any]], st
         return  # run_or_load reports what is missing
     groups: dict[Any, list[dict[str, Any]]] = {}
     for config in missing:
-        groups.setdefault(experiment.stack_key(config), []).append(config)
+        key = experiment.stack_key(config)
+        if key is not None:  # None: the stacked engine cannot train it; run_or_load below trains it alone
+            groups.setdefault(key, []).append(config)
     for group in groups.values():
         hashes = sorted(config_hash(filed_config(c, plan)) for c in group)
         check_can_store(store, experiment.id, {"stack": hashes}, profile)

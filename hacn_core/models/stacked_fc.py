@@ -21,7 +21,12 @@ What stays exactly the same per member
     block's input. These are the four residual rules an ``FCNet`` takes
     (``plain``, ``resnet``, ``gated_plain``, ``gated``; ``fc.RULE_OF_KIND``);
     each member keeps its own, so one stacked model mixes rules. BatchNorm statistics are per member (channels of the
-    flattened ``(batch, S * width)`` tensor). Gradients: the loss is the sum of
+    flattened ``(batch, S * width)`` tensor). Members may differ in what is their own
+    by nature: initial weights and gates (``init``, ``k_init``: copied in), the gate
+    function ``g`` (each member's column of ``k`` goes through its own ``g``) and
+    BatchNorm's ``bn_momentum`` / ``bn_eps`` (one ``batch_norm`` call per run of
+    consecutive members with the same pair; order the members by that pair to make
+    one call per pair). Gradients: the loss is the sum of
     the members' mean cross-entropies, so member ``s`` receives exactly the
     gradient of its own loss. NAdam (like Adam) updates every element on its
     own, so one optimizer over the stacked tensors makes each member's update
@@ -53,7 +58,7 @@ from torch import Tensor, nn
 from hacn_core.gates import gate_value
 from hacn_core.models.fc import FCNet
 
-_SHARED_FIELDS = ("depth", "width", "in_features", "num_classes", "g", "stem", "bn_momentum", "bn_eps")
+_SHARED_FIELDS = ("depth", "width", "in_features", "num_classes", "stem")
 
 
 class StackedFCNet(nn.Module):
@@ -85,9 +90,16 @@ class StackedFCNet(nn.Module):
         self.members = list(members)
         self.kinds = [m.config.kind for m in members]
         self.rules = [m.config.rule for m in members]  # ResidualStack names of the kinds
-        self.depth, self.width, self.g = first.depth, first.width, first.g
-        self.bn_momentum = first.bn_momentum
-        self.bn_eps = first.bn_eps
+        self.depth, self.width = first.depth, first.width
+        self.gs = [m.config.g for m in members]  # gate function of each member
+        # BatchNorm (momentum, eps) per run of consecutive members: (start, stop, momentum, eps)
+        self.bn_runs: list[tuple[int, int, float, float]] = []
+        for s, m in enumerate(members):
+            pair = (m.config.bn_momentum, m.config.bn_eps)
+            if self.bn_runs and self.bn_runs[-1][2:] == pair:
+                self.bn_runs[-1] = (self.bn_runs[-1][0], s + 1, *pair)
+            else:
+                self.bn_runs.append((s, s + 1, *pair))
         S, d = len(members), first.depth
 
         def stack(tensors: Sequence[Tensor]) -> Tensor:
@@ -109,10 +121,11 @@ class StackedFCNet(nn.Module):
         self.head_bias = nn.Parameter(stack([m.head.bias for m in members]))  # (S, C)
 
         # Gates: k[l, s] is member s's gate used at layer l (unused entries get no gradient and stay put).
-        k = torch.ones(d, S)
+        dtype = members[0].stem.weight.dtype  # the members' (float64 members keep their gates exactly)
+        k = torch.ones(d, S, dtype=dtype)
         gated = torch.zeros(d, S, dtype=torch.bool)  # a_l = g(k) here, else 1
-        plain_gate = torch.zeros(d, S)  # b_l = 1 - g(k) here, else 0
-        skip = torch.zeros(d, S)  # c_l
+        plain_gate = torch.zeros(d, S, dtype=dtype)  # b_l = 1 - g(k) here, else 0
+        skip = torch.zeros(d, S, dtype=dtype)  # c_l
         for s, m in enumerate(members):
             kind = m.config.kind
             for u, unit in enumerate(m.layers):
@@ -149,7 +162,11 @@ class StackedFCNet(nn.Module):
 
     def coefficients(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(a, b, c)`` of the layer rule, each ``(depth, S)`` (see module doc)."""
-        gk = gate_value(self.k, self.g)
+        gk = gate_value(self.k, self.gs[0])
+        for g in dict.fromkeys(self.gs[1:]):  # other gate functions: their members' columns
+            if g != self.gs[0]:
+                mine = torch.tensor([g == other for other in self.gs], device=gk.device)  # (S,)
+                gk = torch.where(mine, gate_value(self.k, g), gk)
         a = torch.where(self.gated, gk, torch.ones_like(gk))
         b = self.plain_gate * (1 - gk)
         return a, b, self.skip
@@ -159,7 +176,6 @@ class StackedFCNet(nn.Module):
         S = self.num_members
         if x.dim() != 3 or x.shape[0] != S:
             raise ValueError(f"x: expected shape (S={S}, B, features), got {tuple(x.shape)}")
-        B, W = x.shape[1], self.width
         h = torch.baddbmm(self.stem_bias.unsqueeze(1), x, self.stem_weight.transpose(1, 2))
         a, b, c = (t.unsqueeze(-1).unsqueeze(-1).unbind(0) for t in self.coefficients())  # each (S, 1, 1)
         weights, biases = self.weight.unbind(0), self.bias.unbind(0)  # unbind: one stack in backward
@@ -170,11 +186,7 @@ class StackedFCNet(nn.Module):
         prev = h
         for l in range(self.depth):
             z = torch.baddbmm(biases[l].unsqueeze(1), h, weights[l].transpose(1, 2))  # (S, B, W)
-            # BatchNorm per member and channel: channels of the (B, S * W) layout.
-            z = z.transpose(0, 1).reshape(B, S * W)
-            z = F.batch_norm(z, self.running_mean[l].view(-1), self.running_var[l].view(-1),
-                             gains[l].reshape(-1), shifts[l].reshape(-1), training, self.bn_momentum, self.bn_eps)
-            f = F.relu(z).view(B, S, W).transpose(0, 1)
+            f = self._bn_relu(l, z, gains[l], shifts[l])  # (S, B, W)
             u = a[l] * f
             if self._uses_b[l]:
                 u = u + b[l] * h
@@ -184,6 +196,26 @@ class StackedFCNet(nn.Module):
                 prev = h
             h = u
         return torch.baddbmm(self.head_bias.unsqueeze(1), h, self.head_weight.transpose(1, 2))
+
+    def _bn_relu(self, l: int, z: Tensor, gain: Tensor, shift: Tensor) -> Tensor:
+        """``ReLU(BN(z))`` of layer ``l`` for ``z`` ``(S, B, W)``; ``gain``, ``shift`` ``(S, W)``.
+
+        BatchNorm per member and channel: the channels of the ``(B, S * W)``
+        layout, one ``batch_norm`` call per run of members with the same momentum
+        and eps (``bn_runs``; a run's members are the contiguous ``z[start:stop]``,
+        its running statistics the rows ``[start, stop)`` of ``running_mean[l]``,
+        updated in place).
+        """
+        S, B, W = z.shape
+        parts = []
+        for start, stop, momentum, eps in self.bn_runs:
+            n = stop - start
+            zs = z[start:stop].transpose(0, 1).reshape(B, n * W)
+            zs = F.batch_norm(zs, self.running_mean[l, start:stop].view(-1), self.running_var[l, start:stop].view(-1),
+                              gain[start:stop].reshape(-1), shift[start:stop].reshape(-1), self.training, momentum,
+                              eps)
+            parts.append(F.relu(zs).view(B, n, W).transpose(0, 1))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
 
     def member_losses(self, logits: Tensor, target: Tensor) -> Tensor:
         """Mean cross-entropy of each member ``(S,)`` for targets ``(S, B)``."""

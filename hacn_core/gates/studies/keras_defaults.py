@@ -97,6 +97,17 @@ What one run is
     Gated PlainNet layer passes more of its input than of ``f(x)``, Sec. 3.1)
     and ``k_min``.
 
+    Many runs at once (``run gates-keras --stacked``): :func:`train_gates_keras_stacked`
+    trains the runs of one depth, budget and optimizer as one ``StackedFCNet``
+    (the engine of ``gates-mnist``, :func:`hacn_core.gates.studies.mnist.train_fc_stacked`).
+    The members may differ in every option that belongs to one network: the
+    hypothesis, the init (drawn per member before stacking), ``k_init``, the gate
+    function ``g``, BatchNorm's momentum and epsilon, and ``k_clip`` (the
+    projection of :class:`ClipGates`, applied to the clipped members' gates after
+    every step). The optimizer's ``eps`` and ``momentum_decay`` are shared by
+    one optimizer, so :func:`stack_key` keeps them equal; the ``dot_bn_relu`` stem
+    is not in the stacked model, so such a run has no key and trains alone.
+
 Profiles
     ``book``: the screen, every hypothesis at d = 50, seed 0, ``SCREEN_EPOCHS``
     epochs on all 60,000 training images (about 15-20 CPU-seconds per epoch on
@@ -104,7 +115,9 @@ Profiles
     all Keras defaults together, and ``k`` starting at 0.5, the only run of the
     screen whose gates moved (its first epochs are those of the 5-epoch run, bit for bit).
     ``paper``: the confirmation at the paper's budget for
-    ``CONFIRM_HYPOTHESES`` (d = 50 and 100, 100 epochs, seeds 0-2).
+    ``CONFIRM_HYPOTHESES`` (d = 50 and 100, 100 epochs, seeds 0-2); with
+    ``--stacked`` it trains as two stacks of six (one per depth: both
+    hypotheses, three seeds).
     ``smoke``: d = 4, one epoch on 2,000 images, three hypotheses.
     :mod:`hacn_core.gates.studies.keras_report` builds the table of the runs.
 """
@@ -123,6 +136,7 @@ from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import Callback, TrainConfig, TrainState, fit
 from hacn_core.gates.studies import mnist
 from hacn_core.models.fc import mnist_fc
+from hacn_core.models.stacked_fc import StackedFCNet
 
 if TYPE_CHECKING:  # pragma: no cover
     from hacn_core.engine.dry_run import DryRunPlan
@@ -282,10 +296,53 @@ def train_gates_keras(config: dict[str, Any], context: RunContext) -> dict[str, 
         callbacks.append(ClipGates(0.0, 1.0))
     out = fit(model, train, _train_config(config), test=test, callbacks=callbacks,
               checkpoint_dir=context.checkpoint_dir, progress=context.progress)
-    result = mnist._measure(config, model, out.curves, out.metrics, test)
+    return measure(config, model, out.curves, out.metrics, test) | {"device": out.device}
+
+
+def measure(config: dict[str, Any], model: torch.nn.Module, curves: dict[str, list], final: dict[str, float],
+            test: tuple[torch.Tensor, torch.Tensor]) -> dict[str, Any]:
+    """``gates-mnist``'s measurements of one trained network (either engine), plus ``gates_below_half``
+    and ``k_min``."""
+    result = mnist._measure(config, model, curves, final, test)
     k = torch.tensor(result["curves"]["k_per_block"])
     result["metrics"] |= {"gates_below_half": int((k < GATE_OPEN_BELOW).sum()), "k_min": float(k.min())}
-    return result | {"device": out.device}
+    return result
+
+
+# ----------------------------------------------------------------------------- stacked engine
+
+#: what members of one StackedFCNet may differ in (beyond gates-mnist's kind, seed and removal): the
+#: hypothesis' options that belong to one network (see the module doc)
+STACK_FREE_KEYS: tuple[str, ...] = mnist.STACK_FREE_KEYS + (
+    "hypothesis", "init", "k_init", "g", "bn_momentum", "bn_eps", "k_clip")
+
+
+def stack_key(config: dict[str, Any]) -> tuple | None:
+    """Runs that may train together: equal in all but :data:`STACK_FREE_KEYS`. None (train alone) for a
+    ``dot_bn_relu`` stem, which ``StackedFCNet`` does not have."""
+    if config["stem"] != "linear":
+        return None
+    return mnist.stack_key(config, free=STACK_FREE_KEYS)
+
+
+@torch.no_grad()
+def clip_stacked_gates(model: StackedFCNet, members: Sequence[dict[str, Any]]) -> None:
+    """:class:`ClipGates` for the ``k_clip`` members of a stacked model (``members[s]`` is member ``s``'s
+    configuration): their column of ``k`` (``(depth, S)``; the Gated PlainNet gates every layer, so the
+    whole column) is projected into [0, 1]."""
+    for s, config in enumerate(members):
+        if config["k_clip"]:
+            model.k[:, s].clamp_(0.0, 1.0)
+
+
+def train_gates_keras_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir, progress: bool = True, *,
+                              checkpoint_every_s: float | None = None) -> list[dict[str, Any]]:
+    """Train several runs of :func:`train_gates_keras` at once as one ``StackedFCNet``; one result each
+    (``mnist.train_fc_stacked``, with :func:`clip_stacked_gates` after every step)."""
+    return mnist.train_fc_stacked(configs, checkpoint_dir, progress, check_config=check_config,
+                                  build_model=build_model, stack_key=stack_key, measure=measure,
+                                  after_step=clip_stacked_gates, label="hypothesis",
+                                  checkpoint_every_s=checkpoint_every_s)
 
 
 def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
@@ -309,6 +366,8 @@ EXPERIMENT = Experiment(
     title="Why the deep Gated PlainNet fails here: Keras 2017 defaults, one at a time (Residual Gates Sec. 3.1)",
     train=train_gates_keras,
     plan=dry_run_plan,
+    train_stacked=train_gates_keras_stacked,
+    stack_key=stack_key,
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
         "smoke": f"d = {SMOKE_DEPTH}, 1 epoch on {SMOKE_TRAIN_SUBSET:,} MNIST images, seed 0, "

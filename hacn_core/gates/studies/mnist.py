@@ -64,7 +64,7 @@ import json
 import math
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -401,9 +401,10 @@ def _measure(config: dict[str, Any], model: torch.nn.Module, c: dict[str, list],
 STACK_FREE_KEYS: tuple[str, ...] = ("kind", "seed", "removal", "removal_orders")
 
 
-def stack_key(config: dict[str, Any]) -> tuple:
-    """Runs that may train together in one ``StackedFCNet``: equal in all but kind, seed and removal."""
-    return tuple(sorted((k, json.dumps(v)) for k, v in config.items() if k not in STACK_FREE_KEYS))
+def stack_key(config: dict[str, Any], free: Sequence[str] = STACK_FREE_KEYS) -> tuple:
+    """Runs that may train together in one ``StackedFCNet``: equal in all but kind, seed and removal
+    (or the keys ``free`` names: a study whose runs differ in more per-member options passes them)."""
+    return tuple(sorted((k, json.dumps(v)) for k, v in config.items() if k not in free))
 
 
 @torch.no_grad()
@@ -428,12 +429,47 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
                               checkpoint_every_s: float | None = None) -> list[dict[str, Any]]:
     """Train several runs of Sec. 3.1 at once as one ``StackedFCNet``; one result per configuration.
 
-    Every member is the run ``train_gates_mnist`` would train: the same
-    initial weights (``torch.manual_seed(seed)`` before building it), the same
-    epoch orders (``epoch_permutation(n, seed, epoch)``), batches of 128 with a
-    short last batch, NAdam with the configured ``momentum_decay``, a test pass
-    before training and after every epoch, and the same measurements
-    (``_measure``). Only the floating-point rounding differs (see
+    The runs of :func:`train_gates_mnist`, through :func:`train_fc_stacked` (whose
+    docstring says what stays the same per member and how the loop keeps the
+    engine's bookkeeping).
+    """
+    return train_fc_stacked(configs, checkpoint_dir, progress, check_config=_check_config, build_model=_build_model,
+                            stack_key=stack_key, measure=_measure, checkpoint_every_s=checkpoint_every_s)
+
+
+#: what a study's stacked engine plugs into :func:`train_fc_stacked`
+MeasureFn = Callable[[dict[str, Any], torch.nn.Module, dict[str, list], dict[str, float],
+                      tuple[torch.Tensor, torch.Tensor]], dict[str, Any]]
+
+
+def train_fc_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir, progress: bool = True, *,
+                     check_config: Callable[[dict[str, Any]], None],
+                     build_model: Callable[[dict[str, Any]], torch.nn.Module],
+                     stack_key: Callable[[dict[str, Any]], Any],
+                     measure: MeasureFn,
+                     after_step: Callable[[StackedFCNet, Sequence[dict[str, Any]]], None] | None = None,
+                     label: str = "kind",
+                     checkpoint_every_s: float | None = None) -> list[dict[str, Any]]:
+    """Train several MNIST runs of Sec. 3.1 at once as one ``StackedFCNet``; one result per configuration.
+
+    The study gives its pieces: ``check_config`` (raises on a bad
+    configuration), ``build_model`` (one run's ``FCNet``, seeded as its single
+    run), ``stack_key`` (every configuration must have the first one's, and not
+    None), ``measure`` (``_measure``'s signature: the result of one trained
+    member), ``after_step`` (called after every optimizer step, as a
+    ``Callback.on_step_end`` of ``fit``, with the stacked model and the
+    configurations in member order) and ``label`` (the
+    configuration key that names a member in errors). The members are trained
+    ordered by their BatchNorm ``(momentum, eps)`` (one ``batch_norm`` call per
+    pair in ``StackedFCNet``); the results come back in the order of ``configs``.
+
+    Every member is the run the study's single engine (``train_gates_mnist``,
+    ``keras_defaults.train_gates_keras``) would train: the same initial weights
+    (``build_model``), the same epoch orders (``epoch_permutation(n, seed,
+    epoch)``), batches of 128 with a short last batch, NAdam with the configured
+    ``eps`` and ``momentum_decay`` (shared: ``stack_key`` must keep them equal),
+    a test pass before training and after every epoch, and the same measurements
+    (``measure``). Only the floating-point rounding differs (see
     ``hacn_core.models.stacked_fc``).
 
     The loop keeps the engine's bookkeeping (``hacn_core.engine.training``):
@@ -448,20 +484,26 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
     to ``nonfinite.pt`` and raises ``NonFiniteLossError``); a progress bar in
     epochs unless ``progress`` is False or ``$HACN_QUIET`` is set.
     """
-    configs = [dict(c) for c in configs]
     if not configs:
         raise ValueError("configs: need at least one configuration")
-    for c in configs:
-        _check_config(c)
+    for i, c in enumerate(configs):
+        check_config(c)
+        if stack_key(c) is None:
+            raise ValueError(f"configs[{i}] ({label} {c[label]!r}) cannot be stacked (its stack_key is None); "
+                             "train it alone")
         if stack_key(c) != stack_key(configs[0]):
-            raise ValueError(f"configs differ in more than {STACK_FREE_KEYS}; they cannot train together")
+            raise ValueError(f"configs[{i}] differs from configs[0] in more than a stacked model lets members "
+                             "differ in (their stack_key); they cannot train together")
+    nets = [build_model(c) for c in configs]
+    by_bn = sorted(range(len(configs)), key=lambda i: (nets[i].config.bn_momentum, nets[i].config.bn_eps))
+    configs, nets = [dict(configs[i]) for i in by_bn], [nets[i] for i in by_bn]
     c0 = configs[0]
     device = resolve_device("auto")
     X, y = mnist_tensors(True)
     X, y = (t.to(device) for t in training_subset(X, y, c0["train_subset"]))
     test = mnist_tensors(False)
     test_on_device = tuple(t.to(device) for t in test)
-    model = StackedFCNet([_build_model(c) for c in configs]).to(device)
+    model = StackedFCNet(nets).to(device)
     optimizer = torch.optim.NAdam(model.parameters(), lr=c0["lr"], betas=tuple(c0["betas"]), eps=c0["eps"],
                                   weight_decay=c0["weight_decay"], momentum_decay=c0["nadam_momentum_decay"])
     n, batch, epochs = len(X), c0["batch_size"], c0["epochs"]
@@ -549,10 +591,12 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
                         saved = checkpoint(nonfinite_checkpoint_path(checkpoint_dir), step)
                         at, member = epoch * steps + step, configs[bad]
                         raise NonFiniteLossError(at, epoch, values[bad], saved, at,
-                                                 detail=f"member {bad} ({member['kind']}, seed {member['seed']})")
+                                                 detail=f"member {bad} ({member[label]}, seed {member['seed']})")
                     optimizer.zero_grad(set_to_none=True)
                     losses.sum().backward()
                     optimizer.step()
+                    if after_step is not None:
+                        after_step(model, configs)
                     loss_sum += losses.detach().double() * idx.shape[1]
                     if stop["signal"] is not None:
                         name = signal.Signals(stop["signal"]).name
@@ -585,10 +629,10 @@ def train_gates_mnist_stacked(configs: Sequence[dict[str, Any]], checkpoint_dir,
         final = evaluate(member, test)
         metrics = {"test_accuracy": final["accuracy"], "test_loss": final["loss"],
                    "train_loss": curves[s]["train_loss"][-1]}
-        out = _measure(config, member, curves[s], metrics, test)
+        out = measure(config, member, curves[s], metrics, test)
         out["device"] = str(device)
         outs.append(out)
-    return outs
+    return [outs[by_bn.index(i)] for i in range(len(outs))]  # back in the order of the caller's configs
 
 
 def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
