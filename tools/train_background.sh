@@ -2,12 +2,13 @@
 # Train an experiment's missing runs in the background, resumably, from a frozen copy of the code.
 #
 #   tools/train_background.sh EXPERIMENT [PROFILE] [WORKERS]      # e.g. hacn-mixer-long book 2
+#   HACN_RUN_ARGS="--stacked --where depth=50" tools/train_background.sh gates-keras paper 1
 #
 # Makes (or reuses) a git worktree of the current commit under $HACN_RUNS (default
 # ../runs/<experiment>), so editing the checkout does not change code under a running
 # job, and starts WORKERS (default 2) nice'd processes of
 #   python -m hacn_core run EXPERIMENT --profile PROFILE --checkpoint-every 2m
-# with one torch thread each. The workers share the runs: a run another worker holds
+# with one torch thread each (plus $HACN_RUN_ARGS, e.g. --stacked or a --where selection). The workers share the runs: a run another worker holds
 # (run.lock) is skipped, so each takes the next free one. Results go to
 # $HACN_RUNS/store (HACN_RESULTS), trained weights to $HACN_RUNS/models
 # (HACN_KEEP_MODELS), logs to $HACN_RUNS/worker<i>.log. Stopping them (kill, SIGINT,
@@ -35,7 +36,7 @@ data=${HACN_DATA:-$repo/.data}
 for i in $(seq 1 "$workers"); do
   ( cd "$runs/code" && HACN_DATA="$data" HACN_RESULTS="$runs/store" HACN_KEEP_MODELS="$runs/models" HACN_QUIET=1 \
       HACN_THREADS=1 OMP_NUM_THREADS=1 setsid nohup nice -n 10 "$python" -m hacn_core run "$exp" --profile "$profile" \
-      --checkpoint-every 2m >> "$runs/worker$i.log" 2>&1 < /dev/null & )
+      --checkpoint-every 2m ${HACN_RUN_ARGS:-} >> "$runs/worker$i.log" 2>&1 < /dev/null & )
   sleep 10  # let the first worker take its lock before the next one looks
 done
 echo "started $workers worker(s) of $exp ($profile) at ${commit:0:10}; logs in $runs/worker*.log"
