@@ -198,3 +198,53 @@ def test_cli_lists_page_rule_and_snippet_and_exits_1_on_a_bad_book(tmp_path):
     assert good.returncode == 0, good.stdout + good.stderr
     empty = subprocess.run([sys.executable, str(script), str(tmp_path / "none")], capture_output=True, text=True)
     assert empty.returncode == 2 and "build the book first" in empty.stderr
+
+
+# --- the repository URL: one setting in _config.yml -------------------------------------------
+
+def _book_config() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+def test_config_repository_button_only_with_a_url():
+    config = _book_config()
+    url = config["repository"]["url"]
+    assert isinstance(url, str)
+    html = config["html"]
+    for button in ("use_repository_button", "use_issues_button", "use_edit_page_button"):
+        assert html.get(button, False) in (True, False)
+        if html.get(button):
+            assert url.startswith("https://"), f"html.{button} is on but repository.url is {url!r}"
+    if not url:
+        assert not any(html.get(b) for b in ("use_repository_button", "use_issues_button", "use_edit_page_button"))
+    # the pages name the repository through {{ repository }}, which the extension defines from that url
+    assert "substitution" in config["parse"]["myst_enable_extensions"]
+    assert config["sphinx"]["local_extensions"] == {"book_repository": "tools/"}
+
+
+def test_no_page_holds_a_repository_address_of_its_own():
+    sources = [*(ROOT / "book").glob("*.md"), *(ROOT / "notebooks").glob("*.ipynb"), ROOT / "README.md"]
+    for path in sources:
+        text = path.read_text(encoding="utf-8")
+        for host in ("github.com/", "gitlab.com/", "bitbucket.org/"):
+            assert host not in text, f"{path.name} links to {host}: use {{{{ repository }}}} (from _config.yml)"
+
+
+def test_repository_substitution_is_a_link_only_with_a_url():
+    spec = importlib.util.spec_from_file_location("book_repository", ROOT / "tools" / "book_repository.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    assert ext.repository_markdown("") == ext.repository_markdown(None) == "the hacn-book repository (not yet public)"
+    assert ext.repository_markdown(" https://github.com/o/hacn-book ") == \
+        "[the hacn-book repository](https://github.com/o/hacn-book)"
+    with pytest.raises(ValueError, match="repository.url"):
+        ext.repository_markdown("github.com/o/hacn-book")
+
+    class Config:  # what Sphinx hands the extension at config-inited
+        html_theme_options = {"repository_url": "https://github.com/o/hacn-book"}
+        myst_substitutions = {"other": "x"}
+
+    ext._define_substitution(None, Config)
+    assert Config.myst_substitutions == {"other": "x", "repository": "[the hacn-book repository](https://github.com/o/hacn-book)"}
