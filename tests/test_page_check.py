@@ -134,6 +134,8 @@ def test_cut_off_cell_passes_an_ellipsis_inside_the_text():
     "<p>the scale \\sigma</p>",
     house(["$\\sigma$", "error"], ["0.5", "1.0"]),
     "<p>the cell shows \\(a_i\\) unrendered</p>",
+    house(["quantity"], ["H-ACN forward rule x_i = f_i(x_{i-1}) + a_i x_{i-1}"]),
+    "<p>a learning rate of 10^{-3}</p>",
 ])
 def test_raw_tex_fires_outside_math(text):
     assert "raw-tex" in rules(text)
@@ -147,6 +149,9 @@ def test_raw_tex_passes_math_code_and_output():
         '<div class="highlight-ipython3"><div class="highlight"><pre>ax.set_xlabel(r"$\\mathrm{D}$")</pre></div></div>'
         '<div class="output stream"><pre>label \\sigma</pre></div>'
         "<p>it costs $5 and $6 more, and a path C:\\temp\\data</p>"
+        "<p>the gate_plain run, a_i and {braces} in prose</p>"
+        # MathJax's processHtmlClass (tex2jax_process|mathjax_process|math|output_area) typesets these
+        '<div class="mathjax_process"><p>\\(\\sigma\\) typeset</p></div>'
     )
     assert rules(body) == []
 

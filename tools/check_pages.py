@@ -16,8 +16,9 @@ The rules (ids as printed):
                     ``scope="row"``, are not an index.
 ``cut-off-cell``    a cell whose text ends in "…" or "...": text shortened for display, or pandas'
                     truncation row/column (a cell holding only "...").
-``raw-tex``         TeX a reader sees as source: ``$...$``, ``\\(``, ``\\[`` or a TeX command such as
-                    ``\\frac``, ``\\mathrm``, ``\\sigma`` in a text node outside math (MathJax only
+``raw-tex``         TeX a reader sees as source: ``$...$``, ``\\(``, ``\\[``, a braced sub- or
+                    superscript (``x_{i-1}``) or a TeX command such as ``\\frac``, ``\\mathrm``,
+                    ``\\sigma`` in a text node outside math (MathJax only
                     typesets the ``.math`` elements Sphinx writes) and outside code and program output.
 ``img-alt``         an ``<img>`` without alt text. MyST-NB writes a notebook's figure as
                     ``<img alt="../_images/<sha256>.svg" src="...">``: its default alt is the file's
@@ -281,8 +282,10 @@ def check_table(table: Node, page: str) -> list[Problem]:
 # Raw TeX
 
 # Where TeX or TeX-like text is expected: math (typeset by MathJax), code, program output, scripts.
+# MyST-NB marks each page ``mathjax_ignore`` and has MathJax typeset only the classes of its
+# ``processHtmlClass`` ("tex2jax_process|mathjax_process|math|output_area"); those count as math.
 NO_TEX_TAGS = {"script", "style", "pre", "code", "kbd", "samp", "textarea", "math", "svg", "mjx-container", "head"}
-NO_TEX_CLASSES = {"math", "MathJax", "highlight", "mathjax_process"}
+NO_TEX_CLASSES = {"math", "MathJax", "highlight", "tex2jax_process", "mathjax_process", "output_area"}
 TEX_COMMANDS = (
     "frac dfrac tfrac sqrt mathrm mathbf mathcal mathbb mathit mathsf operatorname textrm textbf text "
     "sum prod int cdot cdots ldots dots times left right mathrel leq geq neq approx sim propto infty "
@@ -294,6 +297,7 @@ TEX_RE = re.compile(
     r"\$\$.+?\$\$"                               # display math left as $$...$$
     r"|\$(?=\S)[^$\n]{1,300}?(?<=\S)\$"          # inline $...$ (a closing $ right after text)
     r"|\\[(\[]"                                  # the \( or \[ delimiters
+    r"|[A-Za-z0-9)\]}][_^]\{[^{}\s]{1,40}\}"        # a braced sub- or superscript, x_{i-1}, 10^{-3}
     r"|\\(?:" + "|".join(TEX_COMMANDS) + r")(?![A-Za-z])",
     re.DOTALL,
 )
