@@ -1,6 +1,7 @@
 # hacn-book task runner. The two commands of the README:
 #   make book   build the Jupyter Book into _build/html (renders stored results)
 #   make test   unit tests + every notebook under nbval (smoke profile) + a book build
+#               (a book build ends with tools/check_pages.py: a page a reader should not see fails it)
 # Both set up the project-local virtual environment (.venv) first; that step is
 # skipped when the pinned requirements have not changed.
 SHELL := /bin/bash
@@ -36,6 +37,9 @@ book-build:
 	@# the equations must render offline: MathJax from _static/, no CDN
 	@test -f _build/html/_static/mathjax/tex-chtml.js || { echo "book: MathJax missing from _build/html/_static/mathjax"; exit 1; }
 	@! grep -l "cdn.jsdelivr.net/npm/mathjax" -r _build/html --include=*.html || { echo "book: a page loads MathJax from a CDN"; exit 1; }
+	@# read every page as a reader would: no NaN, Unnamed or index column, cut-off cell, raw TeX
+	@# outside math, image without alt text (tools/check_pages.py lists page, rule and snippet)
+	@$(PY) tools/check_pages.py _build/html || { echo "book: built, but pages above fail the reader's checks (open $(CURDIR)/_build/html/index.html)"; exit 1; }
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
 test: env data

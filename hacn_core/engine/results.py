@@ -37,7 +37,8 @@ result is kept as ``pending.json`` in the checkpoint folder and the next
 ``run_or_load`` of the same configuration stores it without training.
 
 The store lives in ``results/`` of the repository unless ``$HACN_RESULTS`` names
-another folder (tests and nbval point it at a temporary one). Smoke runs never
+another folder (tests and nbval point it at a temporary one); it is found from the
+package's own location, not the working directory (:func:`results_root`). Smoke runs never
 go there: without ``$HACN_RESULTS`` or an explicit store they use
 ``<tmp>/hacn-smoke-results`` (:func:`default_store`), and a smoke run pointed at
 the committed ``results/`` is refused.
@@ -82,6 +83,10 @@ _RESULT_NAME = re.compile(r"[0-9a-f]{16}\.json")
 
 class ResultError(RuntimeError):
     """Base class of the store's errors."""
+
+
+class ResultsRootError(ResultError, FileNotFoundError):
+    """No results folder to read: ``$HACN_RESULTS`` unset and no ``results/`` beside the package."""
 
 
 class CorruptResultError(ResultError):
@@ -421,13 +426,37 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+def results_root() -> Path:
+    """The folder of stored results when none is given, whatever the working directory.
+
+    In order: ``$HACN_RESULTS`` if set; else ``results/`` of the repository checkout the package
+    was imported from (``<checkout>/hacn_core/...`` next to ``<checkout>/results/``: what ``make env``
+    and ``pip install -e .`` give, so a chapter notebook run from any folder finds the stored runs).
+    A package installed without its checkout (``pip install .``, a wheel) has no ``results/`` beside
+    it; that raises :class:`ResultsRootError` naming where it looked and how to fix it, rather than
+    finding nothing and training every run again.
+    """
+    env = os.environ.get(RESULTS_ENV, "").strip()
+    if env:
+        return Path(env).expanduser()
+    committed = REPO_ROOT / "results"
+    if committed.is_dir():
+        return committed
+    package = Path(__file__).resolve().parents[1]
+    raise ResultsRootError(
+        f"no results folder: ${RESULTS_ENV} is not set and {committed} does not exist (hacn_core is "
+        f"imported from {package}, which is not a checkout of the hacn-book repository: it was installed "
+        "without one, e.g. by `pip install .`). Either install from a checkout with `make env` or "
+        "`pip install -e <checkout>`, or point the variable at the stored results: "
+        f"export {RESULTS_ENV}=/path/to/hacn-book/results"
+    )
+
+
 class ResultsStore:
-    """A folder of results, one JSON file per run."""
+    """A folder of results, one JSON file per run (default: :func:`results_root`)."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        if root is None:
-            root = os.environ.get(RESULTS_ENV) or REPO_ROOT / "results"
-        self.root = Path(root)
+        self.root = Path(root) if root is not None else results_root()
 
     def __repr__(self) -> str:
         return f"ResultsStore({str(self.root)!r})"
