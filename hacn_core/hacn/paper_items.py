@@ -40,17 +40,17 @@ def _items() -> list[PaperItem]:
     eqs = [
         ("eq1", "Eq. 1", "acn-resnet-common-output",
          "ACN and ResNet forward rules with a common output sum",
-         "ACN: x_i = f_i(x_{i-1}); ResNet: x_i = f_i(x_{i-1}) + x_{i-1}; both output y = sum_{i=0..L} f_i(x_{i-1}) "
-         "with f_0 = x_0 (the later version writes y = x_0 + sum_{i=1..L} f_i(x_{i-1}), the same sum). "
+         "ACN: xᵢ = fᵢ(xᵢ₋₁); ResNet: xᵢ = fᵢ(xᵢ₋₁) + xᵢ₋₁; both output y = Σ fᵢ(xᵢ₋₁) over i = 0..L "
+         "with f₀ = x₀ (the later version writes y = x₀ + Σ fᵢ(xᵢ₋₁) over i = 1..L, the same sum). "
          "Check: a ResNet's final residual stream equals that sum."),
         ("eq2", "Eq. 2", "hybrid-forward-rule",
-         "H-ACN forward rule x_i = f_i(x_{i-1}) + a_i x_{i-1}, y = sum_i f_i(x_{i-1})",
+         "H-ACN forward rule xᵢ = fᵢ(xᵢ₋₁) + aᵢ xᵢ₋₁, y = Σᵢ fᵢ(xᵢ₋₁)",
          "a_i = 0 for all i is exactly an ACN, a_i = 1 for all i exactly a ResNet."),
         ("eq3", "Eq. 3", "input-as-weighted-sum",
-         "input of layer k as sum_{i<k} c_{i->k} h_i",
+         "input of layer k as Σ c(i→k) hᵢ over i < k",
          "Every layer input is a linear combination of the earlier layer outputs h_i (h_0 = embedding)."),
         ("eq4", "Eq. 4", "direct-layer-connectivity",
-         "direct layer connectivity c_{i->j} = prod_{l=i+1..j-1} a_l",
+         "direct layer connectivity c(i→j) = ∏ aₗ over l = i+1 to j−1",
          "C[j-1][j] = 1 (empty product); C is (L+1)x(L+1), upper triangular; column k holds the weights of Eq. 3."),
         ("eq5", "Eq. 5", "layer4-expansion",
          "expansion x_4 = h_3 + a_3 h_2 + a_3 a_2 h_1 + a_3 a_2 a_1 h_0",
