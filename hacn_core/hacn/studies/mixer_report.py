@@ -203,8 +203,10 @@ def code_rule_table(results: Sequence[RunResult]):
 
 # ----------------------------------------------------------------------------- figures
 
-_STYLE = {"resnet": "C0", "acn": "C1", "hacn": "C2", "hacn_code_mixer": "C3", "denseformer": "C4",
-          "rezero": "C5", "laurel": "C6", "dense_mixer": "C7"}
+# One colour per architecture (seaborn's colour-blind palette), chosen so that the rules drawn together (Fig. 2,
+# Fig. 7, each panel of chapter 3) never share a hue family: blue, orange, green, vermillion, tan, pink, grey, sky.
+_STYLE = {"resnet": "C0", "acn": "C1", "hacn": "C2", "denseformer": "C3", "rezero": "C5", "laurel": "C4",
+          "hacn_code_mixer": "C7", "dense_mixer": "C9"}
 
 
 def plot_layerwise(results: Sequence[RunResult]):
@@ -341,18 +343,30 @@ def plot_fig7(results: Sequence[RunResult]):
     return fig
 
 
+#: chapter 3's small multiples: the designs whose output is the last stream, and those built on a sum of outputs
+COMPARISON_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("identity path kept (output = last stream)", ("resnet", "rezero", "laurel", "denseformer")),
+    ("output = sum of layer outputs", ("resnet", "acn", "hacn", "hacn_code_mixer")),
+)
+
+
 def plot_comparison(results: Sequence[RunResult]):
-    """Chapter 3: layer-wise test accuracy of every residual rule on the same Mixer and budget."""
-    fig, axes = plots.figure()
-    ax = axes[0][0]
-    for rule in STUDY_RULES:
-        runs = cell_runs(results, rule=rule, num_classes=10, **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {}))
-        if runs:
-            acc = 100 * np.array([r.curves["layerwise_test_accuracy"] for r in runs])
-            plots.with_ci(ax, np.arange(acc.shape[1]), acc, label=RULE_LABELS[rule], color=_STYLE[rule])
-    ax.set_xlabel("exit (layers used)")
-    ax.set_ylabel("test accuracy (%)")
-    ax.legend(frameon=False, fontsize="small")
+    """Chapter 3: layer-wise test accuracy of every residual rule on the same Mixer and budget.
+
+    Two panels of at most four rules each (the ResNet rule in both, as the common reference), so no axis
+    carries more than four colours."""
+    fig, axes = plots.figure(ncols=2, sharey=True)
+    for ax, (title, rules) in zip(axes[0], COMPARISON_PANELS):
+        for rule in rules:
+            runs = cell_runs(results, rule=rule, num_classes=10,
+                             **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {}))
+            if runs:
+                acc = 100 * np.array([r.curves["layerwise_test_accuracy"] for r in runs])
+                plots.with_ci(ax, np.arange(acc.shape[1]), acc, label=RULE_LABELS[rule], color=_STYLE[rule])
+        ax.set_xlabel("exit (layers used)")
+        ax.set_title(title, fontsize="medium")
+        ax.legend(frameon=False, fontsize="small", loc="lower right")  # the curves leave it empty
+    axes[0][0].set_ylabel("test accuracy (%)")
     fig.tight_layout()
     return fig
 
