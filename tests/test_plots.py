@@ -47,6 +47,7 @@ def test_legend_outside_right_and_below_leave_the_data_area():
     for where in ("right", "below"):
         fig, axes = plots.figure()
         ax = axes[0, 0]
+        ax.set_xlabel("epoch")
         for i in range(4):
             ax.plot(np.arange(10), i * np.arange(10), label=f"curve {i}")
         leg = plots.legend_outside(ax, where)
@@ -54,7 +55,9 @@ def test_legend_outside_right_and_below_leave_the_data_area():
         if where == "right":
             assert box.x0 >= data.x1  # wholly right of the axes
         else:
-            assert box.y1 <= data.y0  # wholly below the axes (tick labels included)
+            assert box.y1 <= data.y0  # wholly below the axes
+            ticks = max(t.get_window_extent().y0 for t in ax.get_xticklabels() if t.get_text())
+            assert box.y1 <= ticks  # and below the tick labels
         assert box.x1 <= fig.bbox.x1 + 1 and box.y0 >= fig.bbox.y0 - 1  # and inside the figure
     with pytest.raises(ValueError, match="where='left'"):
         plots.legend_outside(ax, "left")
@@ -146,5 +149,33 @@ def test_clip_log_axis_ignores_a_band_that_reaches_zero():
     assert low == pytest.approx(mean.min() / 1.25) and high == pytest.approx(mean.max() * 1.25)
     ax2 = plots.figure()[1][0, 0]
     ax2.plot([0, 1], [0, -1])
+    fig, axes = plots.figure(ncols=2, sharey=True)  # two panels sharing y: one range fitted to both
+    axes[0, 0].plot([0, 1], [0.5, 2.0])
+    axes[0, 1].plot([0, 1], [0.1, 1.0])
+    assert plots.clip_log_axis(axes) == pytest.approx((0.1 / 1.25, 2.0 * 1.25))
+    assert axes[0, 1].get_ylim() == pytest.approx((0.08, 2.5))
     with pytest.raises(ValueError, match="no positive finite"):
         plots.clip_log_axis(ax2)
+
+
+def test_key_results_figure_draws_the_ledger_counts():
+    import pandas as pd
+
+    from hacn_core.ledger import STATUSES
+    from hacn_core.ledger_figures import GROUP_COLOURS, STATUS_GROUP, plot_status_counts
+
+    counts = pd.DataFrame([{"paper": "H-ACN", **{s: i for i, s in enumerate(STATUSES)}},
+                           {"paper": "AWNN", **{s: 2 * i + 1 for i, s in enumerate(STATUSES)}}])
+    counts["items"] = counts[list(STATUSES)].sum(axis=1)
+    fig = plot_status_counts(counts)
+    for ax, (_, row) in zip(fig.axes, counts.iterrows()):
+        # each status's bar is as long as its count; the statuses run top to bottom in the ledger's order
+        bars = sorted(ax.patches, key=lambda p: -p.get_y())
+        assert [p.get_width() for p in bars] == [row[s] for s in STATUSES]
+        assert [to_rgb(p.get_facecolor()) for p in bars] == [to_rgb(GROUP_COLOURS[STATUS_GROUP[s]]) for s in STATUSES]
+        assert ax.get_title().startswith(row["paper"])
+    labels = [t.get_text() for t in sorted(fig.axes[0].get_yticklabels(), key=lambda t: -t.get_position()[1])]
+    assert labels == list(STATUSES)
+    assert len(set(GROUP_COLOURS.values())) <= plots.MAX_COLOURS
+    with pytest.raises(ValueError, match="missing: differs"):
+        plot_status_counts(counts.drop(columns="differs"))

@@ -31,11 +31,17 @@ import numpy as np
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.collections import Collection
+from matplotlib.font_manager import FontProperties
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter
+from matplotlib.transforms import ScaledTranslation
 
 PALETTE = "colorblind"
+#: The house colours: seaborn's colour-blind palette reordered so that the first four are far apart
+#: (blue, orange, green, pink; vermilion, next to orange, comes fifth). Also matplotlib's C0..C5.
+HOUSE_COLOURS: list[tuple[float, float, float]] = [sns.color_palette(PALETTE)[i] for i in (0, 1, 2, 4, 3, 9)]
 FIG_WIDTH = 6.4  # inches: the book's text width; every figure is this wide
 PAPER_COLOUR = "0.35"  # the paper's values: dark grey, distinct from every palette colour
 PAPER_LABEL = "paper"
@@ -56,7 +62,7 @@ MIN_FONT_PT = 8.0  # no text of a figure is smaller
 
 def set_style() -> None:
     """Seaborn's ticks theme, the house font sizes and vector (SVG) inline output for notebooks."""
-    sns.set_theme(context="paper", style="ticks", palette=PALETTE)
+    sns.set_theme(context="paper", style="ticks", palette=HOUSE_COLOURS)
     plt.rcParams.update(
         {
             **FONT_SIZES,
@@ -95,7 +101,7 @@ def figure(ncols: int = 1, nrows: int = 1, height: float = 3.2, width: float = F
 # ---- colours ---------------------------------------------------------------
 
 
-def categorical(categories: Sequence[Hashable], palette: str = PALETTE) -> dict:
+def categorical(categories: Sequence[Hashable]) -> dict:
     """One distinct colour per category (in order), from a colour-blind qualitative palette.
 
     Categories are things without an order of magnitude a colour ramp could show (rules,
@@ -109,8 +115,7 @@ def categorical(categories: Sequence[Hashable], palette: str = PALETTE) -> dict:
             f"categorical: {len(categories)} categories on one axis, at most MAX_COLOURS={MAX_COLOURS} colours "
             "can be told apart; split them into panels with plots.small_multiples(categories)"
         )
-    colours = sns.color_palette(palette, MAX_COLOURS)
-    return dict(zip(categories, colours))
+    return dict(zip(categories, HOUSE_COLOURS))
 
 
 def small_multiples(categories: Sequence[Hashable], per_panel: int = MAX_COLOURS) -> list[list]:
@@ -181,14 +186,27 @@ def legend_outside(ax: Axes, where: str = "right", **kwargs) -> Legend:
         kwargs.setdefault("loc", "upper left")
         kwargs.setdefault("bbox_to_anchor", (1.02, 1.0))
     elif where == "below":
-        handles, _ = ax.get_legend_handles_labels()
+        handles = kwargs.get("handles") or ax.get_legend_handles_labels()[0]
         kwargs.setdefault("loc", "upper center")
-        kwargs.setdefault("bbox_to_anchor", (0.5, -0.22))
+        kwargs.setdefault("bbox_to_anchor", (0.5, 0.0))
+        # under the tick labels and the x label: an offset in points, so it holds whatever the axes' height
+        kwargs.setdefault("bbox_transform", ax.transAxes + ScaledTranslation(0, -_below_axis_pt(ax) / 72,
+                                                                            ax.figure.dpi_scale_trans))
         kwargs.setdefault("ncols", min(len(handles), 3) or 1)
     else:
         raise ValueError(f"legend_outside: where={where!r}; allowed: 'right', 'below'")
     kwargs.setdefault("borderaxespad", 0.0)
     return ax.legend(**kwargs)
+
+
+def _below_axis_pt(ax: Axes) -> float:
+    """Points from the bottom of ``ax`` to below its x tick labels and x label (from the rcParams sizes)."""
+    rc = plt.rcParams
+    size = FontProperties(size=rc["xtick.labelsize"]).get_size_in_points()
+    height = rc["xtick.major.size"] + rc["xtick.major.pad"] + 1.3 * size
+    if ax.get_xlabel():
+        height += rc["axes.labelpad"] + 1.3 * FontProperties(size=rc["axes.labelsize"]).get_size_in_points()
+    return height + 3.0
 
 
 CORNERS = ("upper right", "upper left", "lower right", "lower left")
@@ -261,18 +279,20 @@ def paper_vs_ours(ax, labels: Sequence[str], paper: Sequence[float | None], ours
 
 
 def paper_line(ax: Axes, value: float, std: float | None = None, orientation: str = "horizontal",
-               label: str = PAPER_LABEL, text: bool = True, **kwargs) -> Line2D:
+               label: str = PAPER_LABEL, text: bool = True, in_legend: bool = True, **kwargs) -> Line2D:
     """The paper's reported ``value`` as a dashed reference line across ``ax`` (its ± ``std`` as a band).
 
     ``orientation``: "horizontal" (a y value, e.g. a final width beside our curve over epochs) or
     "vertical" (an x value). With ``text`` the line is also labelled at its end, so a reader sees
-    which line is the paper's without a legend. Returns the line (its data hold ``value``).
+    which line is the paper's without a legend (``in_legend=False`` then keeps it out of the legend).
+    Returns the line (its data hold ``value``).
     """
     if value is None or not np.isfinite(value):
         raise ValueError(f"paper_line: value={value!r} must be a finite number (the paper's reported value)")
     style = {"color": PAPER_COLOUR, "linestyle": "--", "linewidth": 1.0, "zorder": 1.5, **kwargs}
+    entry = label if in_legend else "_nolegend_"
     if orientation == "horizontal":
-        line = ax.axhline(value, label=label, **style)
+        line = ax.axhline(value, label=entry, **style)
         if std:
             ax.axhspan(value - std, value + std, color=PAPER_COLOUR, alpha=0.12, linewidth=0, zorder=1)
         if text:
@@ -280,7 +300,7 @@ def paper_line(ax: Axes, value: float, std: float | None = None, orientation: st
                         textcoords="offset points", ha="right", va="bottom", color=PAPER_COLOUR,
                         fontsize=FONT_SIZES["legend.fontsize"])
     elif orientation == "vertical":
-        line = ax.axvline(value, label=label, **style)
+        line = ax.axvline(value, label=entry, **style)
         if std:
             ax.axvspan(value - std, value + std, color=PAPER_COLOUR, alpha=0.12, linewidth=0, zorder=1)
         if text:
@@ -304,6 +324,12 @@ def paper_point(ax: Axes, x: float, y: float, yerr: float | None = None, label: 
     return line
 
 
+def paper_key(ax: Axes, label: str = PAPER_LABEL, marker: str = "D") -> Line2D:
+    """A legend entry (no data) for paper markers drawn in their series' colours: a grey ``marker``."""
+    (line,) = ax.plot([], [], color=PAPER_COLOUR, marker=marker, markersize=5, linestyle="none", label=label)
+    return line
+
+
 # ---- curves and axes ---------------------------------------------------------
 
 
@@ -318,26 +344,31 @@ def with_ci(ax, x, runs: np.ndarray, label: str | None, **kwargs):
     return line
 
 
-def clip_log_axis(ax: Axes, axis: str = "y", pad: float = 1.25) -> tuple[float, float]:
-    """Set ``axis`` to log scale with limits fitted to the positive data of the axes' lines.
+def clip_log_axis(axes: Axes | Sequence[Axes], axis: str = "y", pad: float = 1.25) -> tuple[float, float]:
+    """Set ``axis`` to log scale with limits fitted to the positive data of the lines of ``axes``.
 
     Bands of one standard error can dip to zero or below, and matplotlib's autoscale then stretches
     a log axis over tens of decades; the limits here span the lines' smallest and largest positive
-    finite values, widened by the factor ``pad``. Returns the limits.
+    finite values (over all of ``axes``, one Axes or several sharing the axis), widened by the factor
+    ``pad``. Under two decades the ticks read as plain numbers (0.5, 2) rather than powers of ten.
+    Returns the limits.
     """
     if axis not in ("x", "y"):
         raise ValueError(f"clip_log_axis: axis={axis!r}; allowed: 'x', 'y'")
+    axes = [axes] if isinstance(axes, Axes) else list(np.ravel(axes))
     values = [np.asarray(line.get_xdata() if axis == "x" else line.get_ydata(), dtype=float)
-              for line in ax.get_lines() if line.get_visible()]
+              for ax in axes for line in ax.get_lines() if line.get_visible()]
     data = np.concatenate(values) if values else np.zeros(0)
     data = data[np.isfinite(data) & (data > 0)]
     if not data.size:
         raise ValueError(f"clip_log_axis: the axes' lines have no positive finite {axis} value to fit a log axis to")
     low, high = float(data.min()) / pad, float(data.max()) * pad
-    if axis == "y":
-        ax.set_yscale("log")
-        ax.set_ylim(low, high)
-    else:
-        ax.set_xscale("log")
-        ax.set_xlim(low, high)
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    for ax in axes:
+        target = ax.yaxis if axis == "y" else ax.xaxis
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+        (ax.set_ylim if axis == "y" else ax.set_xlim)(low, high)
+        if high / low < 100:
+            target.set_major_formatter(plain)
+            target.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
     return low, high

@@ -121,12 +121,10 @@ def plot_anneal(results: Sequence[RunResult]):
     over epochs, mean over seeds with a band of one standard error. Solid: annealed prior;
     dashed: control; colours: the two arms. Grey band: the prior's window; crosses: the
     paper's ~800 at the start and ~300 at the end."""
-    import seaborn as sns
-
     from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=3, height=2.8)
-    colours = dict(zip(ARMS, sns.color_palette(plots.PALETTE)))
+    colours = plots.categorical(ARMS)
     window = None
     for arm in ARMS:
         for prior, style in zip(RATE_PRIORS, ("-", "--")):
@@ -149,11 +147,12 @@ def plot_anneal(results: Sequence[RunResult]):
             ax.axvspan(*window, color="0.85", zorder=0, linewidth=0)
         before = paper_items.item("awnn/fig5-left/width-before-annealing").paper_value
         after = paper_items.item("awnn/fig5-left/width-after-annealing").paper_value
-        axes[0, 0].plot(list(window), [before, after], "kx", label=f"paper (~{before:g} -> ~{after:g})")
+        plots.paper_point(axes[0, 0], window[0], before, label=f"paper (~{before:g} → ~{after:g})")
+        plots.paper_point(axes[0, 0], window[1], after, label="_nolegend_")
     axes[0, 0].set(yscale="log", xlabel="epoch", ylabel="total width")
     axes[0, 1].set(xlabel="epoch", ylabel="test accuracy (%)")
     axes[0, 2].set(xlabel="epoch", ylabel=r"$\log p(\nu)/q(\nu)$ (maximised)")
-    axes[0, 0].legend(frameon=False, fontsize=7)
+    plots.figure_legend(fig, axes[0, :1], ncols=3)
     return fig
 
 
@@ -163,12 +162,10 @@ def plot_truncation(results: Sequence[RunResult], seed: int | None = None):
     30% as a vertical line. Right: per-neuron Eq. 14 activations over the test set for one
     run per arm (``seed``, default the smallest): median and 5-95% band of ``h_j``, mean
     ``|h_j|`` (dots) and its exponential fit (line), log scale."""
-    import seaborn as sns
-
     from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, height=3.0)
-    colours = dict(zip(ARMS, sns.color_palette(plots.PALETTE)))
+    colours = plots.categorical(ARMS)
     grid = np.linspace(0.0, 0.95, 96)
     for arm in ARMS:
         runs = select(results, study="truncate", importance_norm=arm)
@@ -188,9 +185,10 @@ def plot_truncation(results: Sequence[RunResult], seed: int | None = None):
         fit_ = exponential_fit(prof["mean_abs"])
         ax.plot(j, fit_["A"] * np.exp(-fit_["b"] * j), color=colours[arm], linestyle=":")
     lossless = paper_items.item("awnn/fig6-left/lossless-truncation").paper_value
-    axes[0, 0].axvline(lossless, color="0.5", linestyle="--", linewidth=0.8, label=f"paper: lossless up to {lossless:g}%")
+    plots.paper_line(axes[0, 0], lossless, orientation="vertical", label=f"paper: lossless up to {lossless:g}%",
+                     text=False)
     axes[0, 0].set(xlabel="last neurons removed (%)", ylabel="test accuracy (%)")
-    axes[0, 0].legend(frameon=False, fontsize=7)
+    plots.legend(axes[0, 0], outside="below")
     axes[0, 1].set(yscale="log", xlabel="neuron j", ylabel=r"$h_j$ over test samples")
-    axes[0, 1].legend(frameon=False, fontsize=7)
+    plots.legend(axes[0, 1], outside="below")
     return fig
