@@ -154,6 +154,8 @@ def test_clip_log_axis_ignores_a_band_that_reaches_zero():
     axes[0, 1].plot([0, 1], [0.1, 1.0])
     assert plots.clip_log_axis(axes) == pytest.approx((0.1 / 1.25, 2.0 * 1.25))
     assert axes[0, 1].get_ylim() == pytest.approx((0.08, 2.5))
+    axes[0, 1].scatter([0.5], [0.01])  # a scatter marker counts too
+    assert plots.clip_log_axis(axes)[0] == pytest.approx(0.01 / 1.25)
     with pytest.raises(ValueError, match="no positive finite"):
         plots.clip_log_axis(ax2)
 

@@ -345,7 +345,7 @@ def with_ci(ax, x, runs: np.ndarray, label: str | None, **kwargs):
 
 
 def clip_log_axis(axes: Axes | Sequence[Axes], axis: str = "y", pad: float = 1.25) -> tuple[float, float]:
-    """Set ``axis`` to log scale with limits fitted to the positive data of the lines of ``axes``.
+    """Set ``axis`` to log scale with limits fitted to the positive data of the lines and scatter markers of ``axes``.
 
     Bands of one standard error can dip to zero or below, and matplotlib's autoscale then stretches
     a log axis over tens of decades; the limits here span the lines' smallest and largest positive
@@ -356,8 +356,12 @@ def clip_log_axis(axes: Axes | Sequence[Axes], axis: str = "y", pad: float = 1.2
     if axis not in ("x", "y"):
         raise ValueError(f"clip_log_axis: axis={axis!r}; allowed: 'x', 'y'")
     axes = [axes] if isinstance(axes, Axes) else list(np.ravel(axes))
+    column = 0 if axis == "x" else 1
     values = [np.asarray(line.get_xdata() if axis == "x" else line.get_ydata(), dtype=float)
               for ax in axes for line in ax.get_lines() if line.get_visible()]
+    values += [np.asarray(coll.get_offsets(), dtype=float).reshape(-1, 2)[:, column]  # scatter markers
+               for ax in axes for coll in ax.collections
+               if coll.get_visible() and len(coll.get_paths()) <= 1 and coll.get_offset_transform() == ax.transData]
     data = np.concatenate(values) if values else np.zeros(0)
     data = data[np.isfinite(data) & (data > 0)]
     if not data.size:

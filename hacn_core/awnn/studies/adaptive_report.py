@@ -302,7 +302,7 @@ def plot_elbo(results: Sequence[RunResult], seed: int = 0):
         r = runs[0]
         x = np.asarray(r.curves["record_epoch"])
         for term in ("total", "predictive", "weight_prior"):
-            ax.plot(x, r.curves[f"elbo/{term}"], label=term)
+            ax.plot(x, r.curves[f"elbo/{term}"], label=term.replace("_", " "))
         ax.set(xscale="symlog", yscale="symlog", title=d, xlabel="epoch")
     plots.figure_legend(fig, axes[0, :1])
     return fig

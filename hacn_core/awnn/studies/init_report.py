@@ -113,11 +113,12 @@ def plot_importance(rates: Sequence[float] = (0.02, 0.01, 0.004), k: float = K, 
         if paper_d is not None:  # the paper's "approximately D" (App. C), on our curve
             plots.paper_point(ax, paper_d, float(awnn.discretized_exponential(torch.tensor(paper_d, dtype=torch.float64),
                                                                                rate)),
-                              label="paper's D (approx.)" if rate == rates[0] else "_nolegend_")
+                              label="_nolegend_")
+    plots.paper_key(ax, "paper's D (approx.)")
     ax.set_xlabel("neuron position x")
     ax.set_ylabel("importance f(x; $\\nu$)")
     ax.set_title(f"Eq. 12; D = quantile at k = {k:g} (Eq. 11)")
-    plots.legend(ax)
+    plots.legend(ax, outside="below", ncols=2)
 
     ax = axes[0, 1]
     d = awnn.quantile_width(activation_rate, k)
@@ -127,7 +128,7 @@ def plot_importance(rates: Sequence[float] = (0.02, 0.01, 0.004), k: float = K, 
     alpha = torch.relu(w @ inp)
     h = alpha * awnn.importances(torch.tensor(activation_rate, dtype=torch.float64), d)
     j = np.arange(d)
-    ax.bar(j, alpha.numpy(), width=1.0, color=plots.PAPER_COLOUR, label="$\\alpha_j$ = ReLU($w_j x$)")
+    ax.bar(j, alpha.numpy(), width=1.0, color="0.75", label="$\\alpha_j$ = ReLU($w_j x$)")
     ax.set_xlabel("neuron position j")
     ax.set_ylabel("$\\alpha_j$ (before)")
     ax2 = ax.twinx()
@@ -181,7 +182,7 @@ def plot_variances(table):
     ax.set_xlabel("hidden layer l")
     ax.set_ylabel("Var[$\\alpha^l$] at initialisation")
     ax.set_xticks(sorted(table["layer"].unique()))
-    plots.legend_outside(ax, "right")
+    plots.legend(ax)
     return fig
 
 

@@ -315,7 +315,7 @@ def plot_mean_k(results: Sequence[RunResult]):
         ax.set_xlabel("epoch")
     if any(ax.get_lines() for ax in axes[0]):
         plots.clip_log_axis(axes[0])  # shared y: one range for both panels
-        plots.paper_key(axes[0, 0], "paper, Table 2")
+        plots.paper_key(axes[0, 0], f"paper, Table 2 (after {PAPER_EPOCHS} epochs)")
     axes[0, 0].set_ylabel("mean k")
     plots.figure_legend(fig, axes, ncols=6)
     return fig
