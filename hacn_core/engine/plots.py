@@ -374,5 +374,5 @@ def clip_log_axis(axes: Axes | Sequence[Axes], axis: str = "y", pad: float = 1.2
         (ax.set_ylim if axis == "y" else ax.set_xlim)(low, high)
         if high / low < 100:
             target.set_major_formatter(plain)
-            target.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+            target.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
     return low, high

@@ -258,7 +258,7 @@ def plot_k_per_block(results: Sequence[RunResult], variants: Sequence[str] = ("g
             ax.axvspan(b - 0.4, b + 0.4, color="0.85", zorder=0, linewidth=0)
         ax.axhline(1.0, color="0.6", linewidth=0.8, linestyle=":")
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_title(f"{MODEL_LABELS.get(m, m)}, {d}")
+        ax.set_title(f"{MODEL_LABELS.get(m, m)}\n{d}")
         ax.set_xlabel("residual block (grey: changes dimension)")
     for ax in flat[len(nets):]:
         ax.set_visible(False)
@@ -293,11 +293,11 @@ def plot_curves(results: Sequence[RunResult], variants: Sequence[str] = ("origin
                                   markeredgecolor=plots.PAPER_COLOUR, markeredgewidth=1.2, label="_nolegend_")
                 if top.get_legend_handles_labels()[1].count("paper, test error") == 0:
                     plots.paper_key(top, "paper, test error")
-        top.set_title(f"{MODEL_LABELS.get(m, m)}, {d}")
+        top.set_title(f"{MODEL_LABELS.get(m, m)}\n{d}")
         if top.get_lines():
             plots.clip_log_axis(top)
         bottom.set_xlabel("epoch")
     axes[0, 0].set_ylabel("error (%)")
     axes[1, 0].set_ylabel("training loss")
-    plots.figure_legend(fig, axes[:, :1], ncols=3)
+    plots.figure_legend(fig, axes[:1, :1], ncols=3)
     return fig

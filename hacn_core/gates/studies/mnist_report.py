@@ -437,9 +437,9 @@ def plot_removal(results: Sequence[RunResult]):
         bound = item("gates/fig5-right/retained-performance-half-removed").paper_value
         intact = 100 * float(np.mean([r.curves["removal_random_acc_mean"][0] for r in gated]))
         plots.paper_point(right, layers[-1] / 2, bound / 100 * intact, marker="^",
-                          label=f"paper: > {bound:g}% of intact kept at half removed")
+                          label=f"paper: over {bound:g}% of the intact accuracy kept, half removed")
     right.set_xlabel("removed layers")
     right.set_ylabel("test accuracy (%)")
     right.set_title("layer removal")
-    plots.legend(right)
+    plots.figure_legend(fig, [right], ncols=2)
     return fig
