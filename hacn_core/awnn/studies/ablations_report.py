@@ -411,18 +411,15 @@ def pooled_by_activation(results: Sequence[RunResult], *, seeds: int = len(PAPER
 def plot_long_runs(long: Sequence[RunResult], short: Sequence[RunResult] = ()):
     """Total width over epochs of the long runs (one row per activation present; left: batch
     sizes, right: starting rates), with the short runs of the same cells dashed on top."""
-    import seaborn as sns
-
     from hacn_core.engine import plots
 
     acts = [a for a in ACTIVATIONS if any(r.config["activation"] == a for r in long)]
-    fig, axes = plots.figure(ncols=2, nrows=max(1, len(acts)), height=2.4, sharex=True, sharey=True)
+    fig, axes = plots.figure(ncols=2, nrows=max(1, len(acts)), height=2.2, sharex=True, sharey=True)
     by_cell = {cell_key(r.config): r for r in short}
     for i, act in enumerate(acts):
         for j, sweep in enumerate(SWEEPS):
             ax = axes[i, j]
-            values = sweep_values(sweep)
-            colours = dict(zip(values, sns.color_palette("viridis", len(values))))
+            colours = plots.categorical(sweep_values(sweep))
             for r in sorted(long, key=lambda r: r.config[sweep]):  # legend in sweep order
                 c = r.config
                 if c["activation"] != act or not in_sweep(c, sweep):
@@ -432,10 +429,11 @@ def plot_long_runs(long: Sequence[RunResult], short: Sequence[RunResult] = ()):
                 book = by_cell.get(cell_key(c))
                 if book is not None:
                     ax.plot(record_epochs(book), book.curves["total_width"], color="0.2", linewidth=0.6, linestyle="--")
-            ax.set(yscale="log", xlabel="epoch" if i == len(acts) - 1 else "", ylabel="total width")
-            ax.set_title(f"{ACTIVATION_LABELS[act]}: {SWEEP_LABELS[sweep]}", fontsize=9)
-            if ax.get_lines():
-                ax.legend(title=SWEEP_LABELS[sweep], frameon=False, fontsize=7, title_fontsize=7)
+            ax.set(yscale="log", xlabel="epoch" if i == len(acts) - 1 else "", ylabel="total width" if j == 0 else "")
+            ax.set_title(f"{ACTIVATION_LABELS[act]}: {SWEEP_LABELS[sweep]}")
+    for j, sweep in enumerate(SWEEPS):  # one legend per column, under it
+        if axes[-1, j].get_lines():
+            plots.legend_outside(axes[-1, j], "below", title=SWEEP_LEGEND[sweep], ncols=5, columnspacing=1.0)
     return fig
 
 
@@ -444,15 +442,13 @@ def record_epochs(r: RunResult) -> np.ndarray:
     return np.asarray(r.curves["record_epoch"])
 
 
-def plot_sweep(ax, results: Sequence[RunResult], sweep: str, activations: Sequence[str], legend_title: str) -> None:
+def plot_sweep(ax, results: Sequence[RunResult], sweep: str, activations: Sequence[str]) -> None:
     """One panel of Figs. 4 / 10: total width over epochs per value of ``sweep`` (mean over the runs of
-    ``activations``, band of one standard error), log scale."""
-    import seaborn as sns
-
-    values = sweep_values(sweep)
-    colours = dict(zip(values, sns.color_palette("viridis", len(values))))
+    ``activations``, band of one standard error), log scale fitted to the mean curves."""
     from hacn_core.engine import plots
 
+    values = sweep_values(sweep)
+    colours = plots.categorical(values)  # five settings, five distinct colours (not a ramp)
     for v in values:
         runs = [r for r in results if r.config["activation"] in activations and in_sweep(r.config, sweep)
                 and r.config[sweep] == v]
@@ -461,22 +457,30 @@ def plot_sweep(ax, results: Sequence[RunResult], sweep: str, activations: Sequen
         n = min(len(r.curves["total_width"]) for r in runs)
         plots.with_ci(ax, record_epochs(runs[0])[:n], np.stack([r.curves["total_width"][:n] for r in runs]), f"{v:g}",
                       color=colours[v])
-    ax.set(yscale="log", xlabel="epoch", ylabel="total width")
-    ax.legend(title=legend_title, frameon=False, fontsize=7, title_fontsize=7)
+    ax.set(xlabel="epoch", ylabel="total width")
+    if ax.get_lines():
+        plots.clip_log_axis(ax)
+
+
+#: legend titles of the two sweeps
+SWEEP_LEGEND = {"batch_size": "batch size", "rate_init": r"starting rate $\nu_0$"}
 
 
 def plot_fig4(results: Sequence[RunResult]):
     """Fig. 4: total width over epochs. Left: one curve per batch size (rate 0.01), mean over the
     three activations and seeds ("averaged across the different configurations", Sec. 5.2).
     Right: one curve per starting rate (batch 128), ReLU6 (the caption's bounded non-linearity).
-    Bands: one standard error."""
+    Bands: one standard error. The paper gives no number for this figure."""
     from hacn_core.engine import plots
 
-    fig, axes = plots.figure(ncols=2, height=3.0)
-    plot_sweep(axes[0, 0], results, "batch_size", ACTIVATIONS, "batch size")
-    plot_sweep(axes[0, 1], results, "rate_init", ("relu6",), r"starting rate $\nu_0$")
-    axes[0, 0].set_title("all activations", fontsize=9)
-    axes[0, 1].set_title("ReLU6", fontsize=9)
+    fig, axes = plots.figure(ncols=2, height=3.2)
+    plot_sweep(axes[0, 0], results, "batch_size", ACTIVATIONS)
+    plot_sweep(axes[0, 1], results, "rate_init", ("relu6",))
+    axes[0, 0].set_title("all activations: batch sizes")
+    axes[0, 1].set_title("ReLU6: starting rates")
+    for ax, sweep in zip(axes[0], SWEEPS):
+        if ax.get_lines():
+            plots.legend_outside(ax, "below", title=SWEEP_LEGEND[sweep], ncols=3)
     return fig
 
 
@@ -485,31 +489,42 @@ def plot_fig10(results: Sequence[RunResult]):
     left: batch sizes, right: starting rates), total width over epochs, log scale."""
     from hacn_core.engine import plots
 
-    fig, axes = plots.figure(ncols=2, nrows=len(ACTIVATIONS), height=2.4, sharex=True, sharey=True)
+    fig, axes = plots.figure(ncols=2, nrows=len(ACTIVATIONS), height=2.2, sharex=True, sharey=True)
     for i, act in enumerate(ACTIVATIONS):
-        plot_sweep(axes[i, 0], results, "batch_size", (act,), "batch size")
-        plot_sweep(axes[i, 1], results, "rate_init", (act,), r"$\nu_0$")
-        axes[i, 0].set_title(f"{ACTIVATION_LABELS[act]}: batch sizes", fontsize=9)
-        axes[i, 1].set_title(f"{ACTIVATION_LABELS[act]}: starting rates", fontsize=9)
+        plot_sweep(axes[i, 0], results, "batch_size", (act,))
+        plot_sweep(axes[i, 1], results, "rate_init", (act,))
+        axes[i, 0].set_title(f"{ACTIVATION_LABELS[act]}: batch sizes")
+        axes[i, 1].set_title(f"{ACTIVATION_LABELS[act]}: starting rates")
+        axes[i, 1].set_ylabel("")
         if i < len(ACTIVATIONS) - 1:
             for ax in axes[i]:
                 ax.set_xlabel("")
-        if i > 0:
-            for ax in axes[i]:
-                ax.get_legend().remove()
+    if any(ax.get_lines() for ax in axes.ravel()):
+        plots.clip_log_axis(axes)  # shared y: one range for the six panels
+    for ax, sweep in zip(axes[-1], SWEEPS):  # one legend per column, under it
+        if ax.get_lines():
+            plots.legend_outside(ax, "below", title=SWEEP_LEGEND[sweep], ncols=5, columnspacing=1.0)
     return fig
 
 
 def plot_accuracy(results: Sequence[RunResult]):
-    """Test accuracy over epochs per cell (thin lines), one panel per activation: does every cell
-    also learn the task?"""
+    """Test accuracy over epochs per cell, one column per activation; top row: the batch sizes
+    (rate 0.01), bottom row: the starting rates (batch 128). Does every cell also learn the task?"""
     from hacn_core.engine import plots
 
-    fig, axes = plots.figure(ncols=3, height=2.4, sharey=True)
-    for ax, act in zip(axes[0], ACTIVATIONS):
-        for r in select(results, activation=act):
-            ax.plot(record_epochs(r), 100 * np.asarray(r.curves["test_acc"]), linewidth=0.7, alpha=0.8,
-                    label=f"b{r.config['batch_size']}, nu0 {r.config['rate_init']:g}")
-        ax.set(title=ACTIVATION_LABELS[act], xlabel="epoch")
-    axes[0, 0].set_ylabel("test accuracy (%)")
+    fig, axes = plots.figure(ncols=len(ACTIVATIONS), nrows=len(SWEEPS), height=2.2, sharex=True, sharey=True)
+    for i, sweep in enumerate(SWEEPS):
+        colours = plots.categorical(sweep_values(sweep))
+        for ax, act in zip(axes[i], ACTIVATIONS):
+            runs = sorted((r for r in select(results, activation=act) if in_sweep(r.config, sweep)),
+                          key=lambda r: r.config[sweep])
+            for r in runs:
+                v = r.config[sweep]
+                ax.plot(record_epochs(r), 100 * np.asarray(r.curves["test_acc"]), linewidth=0.8, alpha=0.85,
+                        color=colours[v], label=f"{v:g}")
+            ax.set(title=f"{ACTIVATION_LABELS[act]}: {SWEEP_LABELS[sweep]}",
+                   xlabel="epoch" if i == len(SWEEPS) - 1 else "")
+        axes[i, 0].set_ylabel("test accuracy (%)")
+        if axes[i, -1].get_lines():
+            plots.legend_outside(axes[i, -1], "right", title=SWEEP_LEGEND[sweep])
     return fig

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from hacn_core.awnn import quantile_width
+from hacn_core.awnn import paper_items, quantile_width
 from hacn_core.awnn.studies.adaptive import (
     DATASETS,
     DIAG_EPOCHS,
@@ -223,16 +223,24 @@ def plot_datasets(data_seed: int = 0):
     """Fig. 8: the three tasks (all splits), coloured by class; and the public geometry of Spiral."""
     from hacn_core.engine import plots
 
-    fig, axes = plots.figure(ncols=4, height=2.4)
+    fig, axes = plots.figure(ncols=4, height=2.2)
+    colours = plots.categorical([0, 1])  # the two classes
+
+    def scatter(ax, x, y) -> None:
+        x = np.asarray(x)
+        for label in (0, 1):
+            mask = np.asarray(y) == label
+            ax.scatter(x[mask, 0], x[mask, 1], color=colours[label], s=2, linewidths=0, label=f"class {label}")
+
     for ax, d in zip(axes[0], DATASETS):
         splits = synthetic_splits(d, data_seed)
         x = torch.cat([s[0] for s in splits.values()])
         y = torch.cat([s[1] for s in splits.values()])
-        ax.scatter(x[:, 0], x[:, 1], c=y, cmap="coolwarm", s=2, linewidths=0)
-        ax.set_title(f"{d} (ours)", fontsize=9)
+        scatter(ax, x, y)
+        ax.set_title(f"{d}\n(ours)")
     x, y = public_geometry_spiral(data_seed)
-    axes[0, 3].scatter(x[:, 0], x[:, 1], c=y, cmap="coolwarm", s=2, linewidths=0)
-    axes[0, 3].set_title("Spiral, public geometry", fontsize=9)
+    scatter(axes[0, 3], np.asarray(x), y)
+    axes[0, 3].set_title("Spiral\n(public geometry)")
     for ax in axes[0]:
         ax.set_aspect("equal")
         ax.set_xticks([])
@@ -246,12 +254,10 @@ def plot_width_and_accuracy(results: Sequence[RunResult], fixed: Sequence[RunRes
     Solid: Eq. 14 (``none``); dashed: renormalised importances (``active``); dotted
     (right): the fixed-width MLP of ``awnn-tabular-fixed``.
     """
-    import seaborn as sns
-
     from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, height=3.0)
-    colours = dict(zip(DATASETS, sns.color_palette(plots.PALETTE)))
+    colours = plots.categorical(DATASETS)
     for d in DATASETS:
         for arm, style in zip(ARMS, ("-", "--")):
             runs = select(results, study="table1", dataset=d, importance_norm=arm)
@@ -268,10 +274,19 @@ def plot_width_and_accuracy(results: Sequence[RunResult], fixed: Sequence[RunRes
             xf = np.asarray(fx[0].curves["record_epoch"])
             plots.with_ci(axes[0, 1], xf, 100 * np.stack([r.curves["test_acc"] for r in fx]), None,
                           color=colours[d], linestyle=":")
+        # Table 1's AWNN width and accuracy (mean, std over 10 runs), at the end of our curves
+        x_end = max([line.get_xdata()[-1] for line in axes[0, 0].get_lines()], default=None)
+        for ax, quantity in zip(axes[0], ("width", "accuracy")):
+            paper = paper_items.item(f"awnn/table1/{d.lower()}-awnn-{quantity}")
+            if x_end is not None and paper.paper_value is not None:
+                plots.paper_point(ax, x_end, paper.paper_value, yerr=paper.paper_std, color=colours[d],
+                                  markeredgecolor=plots.PAPER_COLOUR, markeredgewidth=1.2,
+                                  label="_nolegend_")
+    plots.paper_key(axes[0, 0], "paper, Table 1 (AWNN)")
     axes[0, 0].set(xscale="symlog", yscale="log", xlabel="epoch", ylabel="total width")
     axes[0, 1].set(xscale="symlog", xlabel="epoch", ylabel="test accuracy (%)", ylim=(45, 101))
     axes[0, 0].axhline(quantile_width(START_RATE), color="0.6", linewidth=0.8)
-    axes[0, 0].legend(frameon=False, fontsize=8)
+    plots.figure_legend(fig, axes[0, :1])
     return fig
 
 
@@ -287,7 +302,7 @@ def plot_elbo(results: Sequence[RunResult], seed: int = 0):
         r = runs[0]
         x = np.asarray(r.curves["record_epoch"])
         for term in ("total", "predictive", "weight_prior"):
-            ax.plot(x, r.curves[f"elbo/{term}"], label=term)
+            ax.plot(x, r.curves[f"elbo/{term}"], label=term.replace("_", " "))
         ax.set(xscale="symlog", yscale="symlog", title=d, xlabel="epoch")
-    axes[0, 0].legend(frameon=False, fontsize=8)
+    plots.figure_legend(fig, axes[0, :1])
     return fig

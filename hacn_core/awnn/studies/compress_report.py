@@ -121,12 +121,10 @@ def plot_anneal(results: Sequence[RunResult]):
     over epochs, mean over seeds with a band of one standard error. Solid: annealed prior;
     dashed: control; colours: the two arms. Grey band: the prior's window; crosses: the
     paper's ~800 at the start and ~300 at the end."""
-    import seaborn as sns
-
     from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=3, height=2.8)
-    colours = dict(zip(ARMS, sns.color_palette(plots.PALETTE)))
+    colours = plots.categorical(ARMS)
     window = None
     for arm in ARMS:
         for prior, style in zip(RATE_PRIORS, ("-", "--")):
@@ -149,11 +147,14 @@ def plot_anneal(results: Sequence[RunResult]):
             ax.axvspan(*window, color="0.85", zorder=0, linewidth=0)
         before = paper_items.item("awnn/fig5-left/width-before-annealing").paper_value
         after = paper_items.item("awnn/fig5-left/width-after-annealing").paper_value
-        axes[0, 0].plot(list(window), [before, after], "kx", label=f"paper (~{before:g} -> ~{after:g})")
-    axes[0, 0].set(yscale="log", xlabel="epoch", ylabel="total width")
+        plots.paper_point(axes[0, 0], window[0], before, label=f"paper (~{before:g} → ~{after:g})")
+        plots.paper_point(axes[0, 0], window[1], after, label="_nolegend_")
+    axes[0, 0].set(xlabel="epoch", ylabel="total width")
+    if axes[0, 0].get_lines():
+        plots.clip_log_axis(axes[0, 0])
     axes[0, 1].set(xlabel="epoch", ylabel="test accuracy (%)")
     axes[0, 2].set(xlabel="epoch", ylabel=r"$\log p(\nu)/q(\nu)$ (maximised)")
-    axes[0, 0].legend(frameon=False, fontsize=7)
+    plots.figure_legend(fig, axes[0, :1], ncols=3)
     return fig
 
 
@@ -162,14 +163,14 @@ def plot_truncation(results: Sequence[RunResult], seed: int | None = None):
     seeds per arm (each run's curve interpolated on a common grid); the paper's lossless
     30% as a vertical line. Right: per-neuron Eq. 14 activations over the test set for one
     run per arm (``seed``, default the smallest): median and 5-95% band of ``h_j``, mean
-    ``|h_j|`` (dots) and its exponential fit (line), log scale."""
-    import seaborn as sns
-
+    ``|h_j|`` (dots) and its exponential fit (dotted), log scale over the six decades below the
+    largest value (a dead neuron's mean of 1e-45 would otherwise stretch it over fifty)."""
     from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, height=3.0)
-    colours = dict(zip(ARMS, sns.color_palette(plots.PALETTE)))
+    colours = plots.categorical(ARMS)
     grid = np.linspace(0.0, 0.95, 96)
+    limits: list[float] = []  # the measured activations' range (the fits can run far outside it)
     for arm in ARMS:
         runs = select(results, study="truncate", importance_norm=arm)
         if not runs:
@@ -181,16 +182,22 @@ def plot_truncation(results: Sequence[RunResult], seed: int | None = None):
         prof = {k[len("activation/"):]: np.asarray(v) for k, v in pick.curves.items() if k.startswith("activation/")}
         j = np.arange(prof["mean_abs"].size)
         ax = axes[0, 1]
-        ax.fill_between(j, np.maximum(prof["q5"], 1e-6), np.maximum(prof["q95"], 1e-6), color=colours[arm],
+        floor = 1e-6 * float(np.nanmax(prof["q95"]))  # six decades under the largest activation
+        ax.fill_between(j, np.maximum(prof["q5"], floor), np.maximum(prof["q95"], floor), color=colours[arm],
                         alpha=0.2, linewidth=0)
-        ax.plot(j, np.maximum(prof["q50"], 1e-6), color=colours[arm], linewidth=0.8)
-        ax.plot(j, prof["mean_abs"], ".", color=colours[arm], label=f"{ARM_LABELS[arm]} (seed {pick.seed})")
+        ax.plot(j, np.maximum(prof["q50"], floor), color=colours[arm], linewidth=0.8)
+        ax.plot(j, np.maximum(prof["mean_abs"], floor), ".", color=colours[arm], label="_nolegend_")
         fit_ = exponential_fit(prof["mean_abs"])
-        ax.plot(j, fit_["A"] * np.exp(-fit_["b"] * j), color=colours[arm], linestyle=":")
+        ax.plot(j, np.maximum(fit_["A"] * np.exp(-fit_["b"] * j), floor), color=colours[arm], linestyle=":")
+        ax.set_title(f"activations, seed {pick.seed}")
+        limits += [floor, float(np.nanmax(np.maximum(prof["q95"], prof["mean_abs"])))]
     lossless = paper_items.item("awnn/fig6-left/lossless-truncation").paper_value
-    axes[0, 0].axvline(lossless, color="0.5", linestyle="--", linewidth=0.8, label=f"paper: lossless up to {lossless:g}%")
+    plots.paper_line(axes[0, 0], lossless, orientation="vertical", label=f"paper: lossless up to {lossless:g}%",
+                     text=False)
     axes[0, 0].set(xlabel="last neurons removed (%)", ylabel="test accuracy (%)")
-    axes[0, 0].legend(frameon=False, fontsize=7)
-    axes[0, 1].set(yscale="log", xlabel="neuron j", ylabel=r"$h_j$ over test samples")
-    axes[0, 1].legend(frameon=False, fontsize=7)
+    axes[0, 1].set(xlabel="neuron j", ylabel=r"$h_j$ over test samples")
+    if limits:
+        axes[0, 1].set_yscale("log")
+        axes[0, 1].set_ylim(min(limits) / 2, max(limits) * 2)
+    plots.figure_legend(fig, axes[0, :1], ncols=3)
     return fig

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from hacn_core.awnn.paper_items import item as paper_item
 from hacn_core.awnn.studies.cost import PHASES, TARGET_RATIO, run_label, step_ratios
 from hacn_core.engine.registry import select
 from hacn_core.engine.results import RunResult
@@ -123,8 +124,7 @@ def plot_ratio_vs_width(results: RunResult | Sequence[RunResult]):
 
     runs = [results] if isinstance(results, RunResult) else list(results)
     ratio, width, naive_width = pooled(runs)
-    fig, axes = plots.figure(ncols=1, height=3.0)
-    fig.set_size_inches(plots.FIG_WIDTH * 1.45, 3.0)  # room for the legend on the right
+    fig, axes = plots.figure(ncols=1, height=3.4)
     ax = axes[0][0]
     ax.scatter(width, ratio["awnn/fixed"], s=12, label="AWNN / fixed")
     ax.scatter(width, ratio["static/fixed"], s=12, marker="x", label="AWNN layer, frozen / fixed")
@@ -133,13 +133,15 @@ def plot_ratio_vs_width(results: RunResult | Sequence[RunResult]):
                    label="AWNN, Python node / fixed")
     if "naive/fixed" in ratio:
         ax.scatter(naive_width, ratio["naive/fixed"], s=12, marker="^", label="naive / fixed")
+        bound = paper_item("awnn/sec3.3/training-overhead").paper_value  # Sec. 3.3: a naive AWNN costs "up to 10x"
+        plots.paper_line(ax, bound, label=f"paper: naive up to {bound:g}x")
     ax.axhline(TARGET_RATIO, color="0.4", linestyle="--", linewidth=0.8, label=f"target {TARGET_RATIO}")
     ax.axhline(1.0, color="0.7", linewidth=0.8)
     ax.set_xlabel("total hidden width (mean over the timed block)")
-    ax.set_ylabel("CPU time per step, ratio")
+    ax.set_ylabel("CPU time per step, ratio (log scale)")
+    plots.clip_log_axis(ax)  # log: the paper's 10x and our ratios near 1 both readable
     phases = sorted({r.config["phase"] for r in runs})
     ax.set_title(f"cost per training step, {' and '.join(phases)} phase"
                  + (f" ({len(runs)} runs pooled)" if len(runs) > 1 else ""))
-    ax.legend(frameon=False, fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
+    plots.legend_outside(ax, "below", ncols=2)
     return fig

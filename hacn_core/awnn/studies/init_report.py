@@ -47,6 +47,7 @@ from hacn_core.awnn.studies.init import (
 from hacn_core.engine.data import synthetic_splits
 from hacn_core.engine.registry import select
 from hacn_core.engine.results import RunResult
+from hacn_core.awnn import paper_items
 from hacn_core.awnn.paper_items import item as paper_item
 
 # Paper values of the starting widths (Eq. 11, App. C.1-C.3): item id per rate.
@@ -108,10 +109,16 @@ def plot_importance(rates: Sequence[float] = (0.02, 0.01, 0.004), k: float = K, 
         (line,) = ax.plot(x.numpy(), f, label=f"$\\nu$ = {rate:g}: D = {d}")
         ax.fill_between(x.numpy()[:d], f[:d], color=line.get_color(), alpha=0.15, linewidth=0)
         ax.axvline(d, color=line.get_color(), linestyle="--", linewidth=1)
+        paper_d = _paper_start_width(rate)
+        if paper_d is not None:  # the paper's "approximately D" (App. C), on our curve
+            plots.paper_point(ax, paper_d, float(awnn.discretized_exponential(torch.tensor(paper_d, dtype=torch.float64),
+                                                                               rate)),
+                              label="_nolegend_")
+    plots.paper_key(ax, "paper's D (approx.)")
     ax.set_xlabel("neuron position x")
     ax.set_ylabel("importance f(x; $\\nu$)")
-    ax.set_title(f"Eq. 12; D = quantile at k = {k:g} (Eq. 11)", fontsize="medium")
-    ax.legend(frameon=False, fontsize="small")
+    ax.set_title(f"Eq. 12; D = quantile at k = {k:g} (Eq. 11)")
+    plots.legend(ax, outside="below", ncols=2)
 
     ax = axes[0, 1]
     d = awnn.quantile_width(activation_rate, k)
@@ -121,19 +128,26 @@ def plot_importance(rates: Sequence[float] = (0.02, 0.01, 0.004), k: float = K, 
     alpha = torch.relu(w @ inp)
     h = alpha * awnn.importances(torch.tensor(activation_rate, dtype=torch.float64), d)
     j = np.arange(d)
-    ax.bar(j, alpha.numpy(), width=1.0, color=plots.PAPER_COLOUR, label="$\\alpha_j$ = ReLU($w_j x$)")
+    ax.bar(j, alpha.numpy(), width=1.0, color="0.75", label="$\\alpha_j$ = ReLU($w_j x$)")
     ax.set_xlabel("neuron position j")
     ax.set_ylabel("$\\alpha_j$ (before)")
     ax2 = ax.twinx()
     ax2.plot(j, h.numpy(), ".", markersize=3, color="C0", label="$h_j = \\alpha_j f(j)$")
     ax2.set_ylabel("$h_j$ (after, Eq. 14)", color="C0")
     ax2.spines["right"].set_visible(True)
-    ax.set_title(f"one layer, $\\nu$ = {activation_rate:g}, D = {d}", fontsize="medium")
+    ax.set_title(f"one layer, $\\nu$ = {activation_rate:g}, D = {d}")
     handles = ax.get_legend_handles_labels()
     handles2 = ax2.get_legend_handles_labels()
-    ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], frameon=False, fontsize="small")
-    fig.tight_layout()
+    plots.legend_outside(ax, "below", handles=handles[0] + handles2[0], labels=handles[1] + handles2[1], ncols=2)
     return fig
+
+
+def _paper_start_width(rate: float) -> float | None:
+    """The starting width the paper gives for ``rate`` (App. C: "approximately D"), from its paper items."""
+    for it in paper_items.ITEMS:
+        if it.id.startswith("awnn/eq11/start-width-") and float(it.id.rsplit("rate", 1)[1]) == rate:
+            return it.paper_value
+    return None
 
 
 
@@ -168,8 +182,7 @@ def plot_variances(table):
     ax.set_xlabel("hidden layer l")
     ax.set_ylabel("Var[$\\alpha^l$] at initialisation")
     ax.set_xticks(sorted(table["layer"].unique()))
-    ax.legend(frameon=False, fontsize="small")
-    fig.tight_layout()
+    plots.legend(ax)
     return fig
 
 
@@ -250,20 +263,18 @@ def plot_convergence(results: Sequence[RunResult]):
     from hacn_core.engine import plots
 
     fig, axes = plots.figure(3, height=3.0)
-    panels = [("train_nll", "training cross-entropy", True), ("test_acc", "test accuracy", False),
-              ("total_width", "total hidden width", False)]
+    panels = [("train_nll", "training cross-entropy"), ("test_acc", "test accuracy"),
+              ("total_width", "total hidden width")]
     for i, init in enumerate(INITS):
         runs = select(results, init=init)
         if not runs:
             continue
-        for ax, (key, label, log) in zip(axes[0], panels):
+        for ax, (key, label) in zip(axes[0], panels):
             x, y = _stack(runs, key)
             seeds = f"{len(runs)} seed" + ("s" if len(runs) > 1 else "")
             plots.with_ci(ax, x, y, label=f"{INIT_LABELS[init]} ({seeds})", color=f"C{i}")
             ax.set_ylabel(label)
             ax.set_xlabel("epoch")
-            if log:
-                ax.set_yscale("log")
-    axes[0, 0].legend(frameon=False, fontsize="small")
-    fig.tight_layout()
+    plots.clip_log_axis(axes[0, 0])  # the cross-entropy: fitted to the curves, not to their bands
+    plots.figure_legend(fig, axes[0, :1])
     return fig

@@ -216,6 +216,7 @@ def cost_table(results: Sequence[RunResult]):
 
 # ----------------------------------------------------------------------------- figures
 
+#: one colour per variant (the house categorical palette: C0, C1, C2)
 _VARIANT_STYLE = {"original": {"color": "C0"}, "gated": {"color": "C1"}, "gated_kdecay": {"color": "C2"}}
 
 
@@ -257,13 +258,12 @@ def plot_k_per_block(results: Sequence[RunResult], variants: Sequence[str] = ("g
             ax.axvspan(b - 0.4, b + 0.4, color="0.85", zorder=0, linewidth=0)
         ax.axhline(1.0, color="0.6", linewidth=0.8, linestyle=":")
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_title(f"{MODEL_LABELS.get(m, m)}, {d}", fontsize="small")
+        ax.set_title(f"{MODEL_LABELS.get(m, m)}\n{d}")
         ax.set_xlabel("residual block (grey: changes dimension)")
     for ax in flat[len(nets):]:
         ax.set_visible(False)
     flat[0].set_ylabel("final k")
-    flat[0].legend(frameon=False, fontsize="small")
-    fig.tight_layout()
+    plots.figure_legend(fig, flat[:1])
     return fig
 
 
@@ -288,11 +288,16 @@ def plot_curves(results: Sequence[RunResult], variants: Sequence[str] = ("origin
                           label=f"{VARIANT_LABELS[variant]}, train", linestyle="--", **style)
             plots.with_ci(bottom, runs[0].curves["epoch"], np.array([r.curves["train_loss"] for r in runs]),
                           label=VARIANT_LABELS[variant], **style)
-        top.set_title(f"{MODEL_LABELS.get(m, m)}, {d}", fontsize="small")
-        top.set_yscale("log")
+            for pid in paper_item_ids(d, m, variant)[:1]:  # Tables 3-5: the paper's final test error
+                plots.paper_point(top, x[-1], item(pid).paper_value, color=style["color"],
+                                  markeredgecolor=plots.PAPER_COLOUR, markeredgewidth=1.2, label="_nolegend_")
+                if top.get_legend_handles_labels()[1].count("paper, test error") == 0:
+                    plots.paper_key(top, "paper, test error")
+        top.set_title(f"{MODEL_LABELS.get(m, m)}\n{d}")
+        if top.get_lines():
+            plots.clip_log_axis(top)
         bottom.set_xlabel("epoch")
     axes[0, 0].set_ylabel("error (%)")
     axes[1, 0].set_ylabel("training loss")
-    axes[0, 0].legend(frameon=False, fontsize="x-small")
-    fig.tight_layout()
+    plots.figure_legend(fig, axes[:1, :1], ncols=3)
     return fig

@@ -265,11 +265,13 @@ _KIND_STYLE = {"plain": {"color": "C0", "linestyle": "--"}, "gated_plain": {"col
 
 
 def plot_training_loss(results: Sequence[RunResult]):
-    """Fig. 4: training loss per epoch, one panel per depth, one line per kind (mean over seeds)."""
+    """Fig. 4: training loss per epoch, one panel per depth, one line per kind (mean over seeds).
+
+    The paper prints no number for this figure; its final test errors are Table 1's."""
     from hacn_core.engine import plots
 
     depths = sorted({r.config["depth"] for r in results})
-    fig, axes = plots.figure(ncols=min(len(depths), 3), nrows=-(-len(depths) // 3), height=2.6,
+    fig, axes = plots.figure(ncols=min(len(depths), 3), nrows=-(-len(depths) // 3), height=2.2,
                              sharey=True)
     flat = axes.ravel()
     for ax, depth in zip(flat, depths):
@@ -279,53 +281,127 @@ def plot_training_loss(results: Sequence[RunResult]):
                 continue
             loss = np.array([r.curves["train_loss"] for r in runs], dtype=float)
             plots.with_ci(ax, runs[0].curves["epoch"], loss, label=KIND_LABELS[kind], **_KIND_STYLE[kind])
-        ax.set_yscale("log")
         ax.set_title(f"d = {depth}")
         ax.set_xlabel("epoch")
+    if any(ax.get_lines() for ax in flat):
+        plots.clip_log_axis(flat[:len(depths)])  # shared y: one range for every panel
     for ax in flat[len(depths):]:
         ax.set_visible(False)
     flat[0].set_ylabel("training loss")
-    flat[0].legend(frameon=False, fontsize="small")
-    fig.tight_layout()
+    plots.figure_legend(fig, flat[:1])
     return fig
 
 
 def plot_mean_k(results: Sequence[RunResult]):
-    """Mean ``k`` against epochs (Table 2 is its last point), one panel per gated kind, one line per depth."""
+    """Mean ``k`` against epochs (Table 2 is its last point), one panel per gated kind, one line per
+    depth, and Table 2's value for each depth as a diamond at the last epoch."""
     from hacn_core.engine import plots
 
-    fig, axes = plots.figure(ncols=2, height=2.8)
+    depths = sorted({r.config["depth"] for r in results})
+    colours = plots.categorical(depths)
+    fig, axes = plots.figure(ncols=2, height=2.8, sharey=True)
     for ax, kind in zip(axes[0], GATED_KINDS):
-        for depth in sorted({r.config["depth"] for r in results}):
+        for depth in depths:
             runs = [r for r in results if r.config["kind"] == kind and r.config["depth"] == depth]
             if runs:
                 k = np.array([r.curves["mean_k"] for r in runs], dtype=float)
-                plots.with_ci(ax, runs[0].curves["record_epoch"], k, label=f"d = {depth}")
-        ax.set_yscale("log")
+                x = runs[0].curves["record_epoch"]
+                plots.with_ci(ax, x, k, label=f"d = {depth}", color=colours[depth])
+                paper = _paper_mean_k(kind, depth)
+                if paper is not None:
+                    plots.paper_point(ax, x[-1], paper, color=colours[depth], markeredgecolor=plots.PAPER_COLOUR,
+                                      markeredgewidth=1.2, label="_nolegend_")
         ax.set_title(KIND_LABELS[kind])
         ax.set_xlabel("epoch")
+    if any(ax.get_lines() for ax in axes[0]):
+        plots.clip_log_axis(axes[0])  # shared y: one range for both panels
+        plots.paper_key(axes[0, 0], f"paper, Table 2 (after {PAPER_EPOCHS} epochs)")
     axes[0, 0].set_ylabel("mean k")
-    axes[0, 0].legend(frameon=False, fontsize="small")
-    fig.tight_layout()
+    plots.figure_legend(fig, axes, ncols=6)
+    return fig
+
+
+def _paper_or_none(lookup, kind: str, depth: int) -> float | None:
+    """``lookup(kind, depth)`` (a paper value), or None when the paper has no such cell (a smoke depth)."""
+    try:
+        return lookup(kind, depth)
+    except KeyError:
+        return None
+
+
+def _paper_mean_k(kind: str, depth: int) -> float | None:
+    return _paper_or_none(paper_mean_k, kind, depth)
+
+
+def _paper_error(kind: str, depth: int) -> float | None:
+    return _paper_or_none(paper_test_error, kind, depth)
+
+
+def plot_tables(results: Sequence[RunResult]):
+    """Tables 1 and 2 as a figure: final test error (left) and mean final ``k`` of the gated kinds
+    (right) against depth, ours (mean over seeds, one standard deviation as error bars) as lines with
+    dots, the paper's value for each cell as a diamond in the same colour with a grey edge."""
+    from hacn_core.engine import plots
+
+    frame = results_frame(results)
+    depths = sorted(frame["depth"].unique())
+    colours = plots.categorical(KINDS)
+    fig, axes = plots.figure(ncols=2, height=3.0)
+    for ax, metric, kinds, paper in ((axes[0, 0], "test_error", KINDS, _paper_error),
+                                     (axes[0, 1], "mean_k", GATED_KINDS, _paper_mean_k)):
+        if metric not in frame:
+            continue
+        scale = 100.0 if metric == "test_error" else 1.0
+        for i, kind in enumerate(kinds):
+            cell = frame[frame["kind"] == kind].groupby("depth")[metric]
+            mean, std = scale * cell.mean(), scale * cell.std(ddof=1).fillna(0.0)
+            if mean.empty:
+                continue
+            pos = [depths.index(d) + 0.08 * (i - 1.5) for d in mean.index]  # a small dodge per kind
+            ax.errorbar(pos, mean.to_numpy(), yerr=std.to_numpy(), color=colours[kind], marker="o", markersize=3,
+                        capsize=2, linewidth=1.0, label=KIND_LABELS[kind])
+            for p_, d in zip(pos, mean.index):
+                value = paper(kind, int(d))
+                if value is not None:
+                    plots.paper_point(ax, p_, value, color=colours[kind], markeredgecolor=plots.PAPER_COLOUR,
+                                      markeredgewidth=1.2, markersize=6, label="_nolegend_")
+        ax.set_xticks(range(len(depths)), [str(d) for d in depths])
+        ax.set_xlabel("depth d")
+        ax.set_yscale("log")
+    plots.paper_key(axes[0, 0], "paper")
+    axes[0, 0].set(ylabel="test error (%), log scale", title="Table 1")
+    axes[0, 1].set(ylabel="mean final k, log scale", title="Table 2 (gated kinds)")
+    plots.figure_legend(fig, axes[0, :1], ncols=5)
     return fig
 
 
 def plot_long_runs(runs: Sequence[RunResult]):
-    """Training loss, test error and mean ``k`` per epoch of runs at the paper's full budget (one line each)."""
+    """Training loss, test error and mean ``k`` per epoch of runs at the paper's full budget (one line
+    each), with Table 1's test error and Table 2's mean ``k`` as dashed lines when the runs share one cell."""
     from hacn_core.engine import plots
 
-    fig, axes = plots.figure(ncols=3, height=2.8)
-    for r in sorted(runs, key=lambda r: (r.config["depth"], r.config["kind"], r.seed)):
-        lbl = f"{KIND_LABELS[r.config['kind']]}, d = {r.config['depth']}, seed {r.seed}"
-        axes[0, 0].plot(r.curves["epoch"], r.curves["train_loss"], label=lbl)
-        axes[0, 1].plot(r.curves["record_epoch"], 100 * np.asarray(r.curves["test_error"]), label=lbl)
+    runs = sorted(runs, key=lambda r: (r.config["depth"], r.config["kind"], r.seed))
+    labels = [f"{KIND_LABELS[r.config['kind']]}, d = {r.config['depth']}, seed {r.seed}" for r in runs]
+    colours = plots.categorical(labels)
+    fig, axes = plots.figure(ncols=3, height=2.6)
+    for r, lbl in zip(runs, labels):
+        axes[0, 0].plot(r.curves["epoch"], r.curves["train_loss"], label=lbl, color=colours[lbl])
+        axes[0, 1].plot(r.curves["record_epoch"], 100 * np.asarray(r.curves["test_error"]), label=lbl,
+                        color=colours[lbl])
         if "mean_k" in r.curves:
-            axes[0, 2].plot(r.curves["record_epoch"], r.curves["mean_k"], label=lbl)
+            axes[0, 2].plot(r.curves["record_epoch"], r.curves["mean_k"], label=lbl, color=colours[lbl])
+    cells = {(r.config["kind"], r.config["depth"]) for r in runs}
+    if len(cells) == 1:
+        kind, depth = next(iter(cells))
+        error, k = _paper_error(kind, depth), _paper_mean_k(kind, depth)
+        if error is not None:
+            plots.paper_line(axes[0, 1], error, label="paper, Table 1", in_legend=False)
+        if k is not None:
+            plots.paper_line(axes[0, 2], k, label="paper, Table 2", in_legend=False)
     for ax, name in zip(axes[0], ("training loss", "test error (%)", "mean k")):
         ax.set_xlabel("epoch")
         ax.set_title(name)
-    axes[0, 0].legend(frameon=False, fontsize="x-small")
-    fig.tight_layout()
+    plots.figure_legend(fig, axes, ncols=2)
     return fig
 
 
@@ -349,16 +425,21 @@ def plot_removal(results: Sequence[RunResult]):
     left.set_xlabel("residual block")
     left.set_ylabel("final k")
     left.set_title(f"Gated ResNet, d = {depth}")
-    left.legend(frameon=False, fontsize="small")
+    if len(gated) > 1:
+        plots.legend(left)
     layers = (gated or plain)[0].curves["removal_layers"]
     for runs, key, label in ((gated, "removal_greedy_acc", "Gated ResNet, greedy"),
                              (gated, "removal_random_acc_mean", "Gated ResNet, random"),
                              (plain, "removal_random_acc_mean", "ResNet, random")):
         if runs:
             plots.with_ci(right, layers, 100 * np.array([r.curves[key] for r in runs]), label=label)
+    if gated:  # the paper: a Gated ResNet keeps over 90% of its performance with half its layers removed
+        bound = item("gates/fig5-right/retained-performance-half-removed").paper_value
+        intact = 100 * float(np.mean([r.curves["removal_random_acc_mean"][0] for r in gated]))
+        plots.paper_point(right, layers[-1] / 2, bound / 100 * intact, marker="^",
+                          label=f"paper: over {bound:g}% of the intact accuracy kept, half removed")
     right.set_xlabel("removed layers")
     right.set_ylabel("test accuracy (%)")
     right.set_title("layer removal")
-    right.legend(frameon=False, fontsize="small")
-    fig.tight_layout()
+    plots.figure_legend(fig, [right], ncols=2)
     return fig
