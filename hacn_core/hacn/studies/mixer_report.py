@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import seaborn as sns
 import torch
 
 from hacn_core.engine import plots
@@ -203,10 +204,14 @@ def code_rule_table(results: Sequence[RunResult]):
 
 # ----------------------------------------------------------------------------- figures
 
-# One colour per architecture (seaborn's colour-blind palette), chosen so that the rules drawn together (Fig. 2,
-# Fig. 7, each panel of chapter 3) never share a hue family: blue, orange, green, vermillion, tan, pink, grey, sky.
-_STYLE = {"resnet": "C0", "acn": "C1", "hacn": "C2", "denseformer": "C3", "rezero": "C5", "laurel": "C4",
-          "hacn_code_mixer": "C7", "dense_mixer": "C9"}
+# One fixed colour per architecture (seaborn's colour-blind palette by name, so the same rule has the same
+# colour in every figure), chosen so that the rules drawn together (Fig. 2, Fig. 7, each panel of chapter 3)
+# never share a hue family.
+_CB = sns.color_palette("colorblind")
+_STYLE = {"resnet": _CB[0], "acn": _CB[1], "hacn": _CB[2], "laurel": _CB[3], "denseformer": _CB[4],
+          "rezero": _CB[5], "hacn_code_mixer": _CB[7], "dense_mixer": _CB[9]}
+_TWO_CLASSES = _CB[4]  # the 2-class H-ACN beside the 10-class one (green)
+_MU_COLOURS = (_CB[2], _CB[4], _CB[0])  # Table 2's init means 0.25 (ACN-like), 0.75, 1 (ResNet-like)
 
 
 def plot_layerwise(results: Sequence[RunResult]):
@@ -221,7 +226,7 @@ def plot_layerwise(results: Sequence[RunResult]):
         ax.set_xlabel("exit (layers used)")
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{classes} classes")
-    _legend_below(fig, axes[0][0])
+    plots.figure_legend(fig)
     return fig
 
 
@@ -236,8 +241,7 @@ def plot_train_loss(results: Sequence[RunResult]):
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss")
     ax.set_yscale("log")
-    ax.legend(frameon=False)
-    fig.tight_layout()
+    plots.legend(ax, frameon=False)
     return fig
 
 
@@ -250,12 +254,11 @@ def plot_alphas(results: Sequence[RunResult]):
         if runs:
             a = np.array([r.curves["alpha_final"] for r in runs])
             plots.with_ci(ax, np.arange(1, a.shape[1] + 1), a, label=f"{classes} classes", linestyle=style,
-                          marker="o", markersize=3, color=_STYLE["hacn"] if classes == 10 else "C4")
+                          marker="o", markersize=3, color=_STYLE["hacn"] if classes == 10 else _TWO_CLASSES)
     ax.axhline(0.25, color="grey", linewidth=0.8, linestyle=":", label="init mean 0.25")
     ax.set_xlabel("layer i")
     ax.set_ylabel("converged $a_i$")
-    ax.legend(frameon=False)
-    fig.tight_layout()
+    plots.legend(ax, frameon=False)
     return fig
 
 
@@ -268,23 +271,15 @@ def plot_gamma_by_mu(results: Sequence[RunResult]):
     """Fig. 5: ``Gamma`` over training for ``a_i ~ N(mu, 0.005)``, mu in {0.25, 0.75, 1}."""
     fig, axes = plots.figure()
     ax = axes[0][0]
-    for mu, colour in zip(TABLE2_MUS, ("C2", "C9", "C0")):
+    for mu, colour in zip(TABLE2_MUS, _MU_COLOURS):
         runs = cell_runs(results, rule="hacn", alpha_mu=mu, num_classes=10)
         if runs:
             plots.with_ci(ax, 100 * _progress(runs[0]), np.array([r.curves["gamma"] for r in runs]),
-                          label=f"mu = {mu:g}", color=colour)
+                          label=f"μ = {mu:g}", color=colour)
     ax.set_xlabel("training progress (% of steps)")
     ax.set_ylabel(r"$\Gamma = \|a\|_2 / \sqrt{L}$")
-    ax.legend(frameon=False)
-    fig.tight_layout()
+    plots.legend(ax, frameon=False)
     return fig
-
-
-def _legend_below(fig, ax, ncol: int = 4) -> None:
-    """One legend for the whole figure, centred under the axes (never over the data)."""
-    handles, labels = ax.get_legend_handles_labels()
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.legend(handles, labels, loc="lower center", ncol=min(ncol, len(labels)), frameon=False)
 
 
 def plot_delta_gamma(results: Sequence[RunResult], *, paper_gamma: bool = False):
@@ -293,7 +288,7 @@ def plot_delta_gamma(results: Sequence[RunResult], *, paper_gamma: bool = False)
     ``paper_gamma`` draws Table 3's final ``Gamma`` (CIFAR-10 and CIFAR-2) as dashed lines in (b), the paper's
     value beside ours (the paper's own Fig. 6 curves are not given as numbers)."""
     fig, axes = plots.figure(ncols=2)
-    colours = {10: _STYLE["hacn"], 2: "C4"}
+    colours = {10: _STYLE["hacn"], 2: _TWO_CLASSES}
     for classes, style in ((10, "-"), (2, "--")):
         runs = cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=classes)
         if not runs:
@@ -309,7 +304,7 @@ def plot_delta_gamma(results: Sequence[RunResult], *, paper_gamma: bool = False)
     for ax, title in zip(axes[0], (r"(a) $\Delta_t = \|a_T - a_t\|_2$", r"(b) $\Gamma$")):
         ax.set_xlabel("training progress (% of steps)")
         ax.set_title(title)
-    _legend_below(fig, axes[0][1])
+    plots.figure_legend(fig)
     return fig
 
 
@@ -338,8 +333,7 @@ def plot_fig7(results: Sequence[RunResult]):
     axes[0][0].set_ylabel("test accuracy (%)")
     axes[0][1].set_xlabel("epoch")
     axes[0][1].set_ylabel("validation accuracy (%)")
-    axes[0][1].legend(frameon=False, fontsize="small")
-    fig.tight_layout()
+    plots.figure_legend(fig)
     return fig
 
 
@@ -365,9 +359,8 @@ def plot_comparison(results: Sequence[RunResult]):
                 plots.with_ci(ax, np.arange(acc.shape[1]), acc, label=RULE_LABELS[rule], color=_STYLE[rule])
         ax.set_xlabel("exit (layers used)")
         ax.set_title(title, fontsize="medium")
-        ax.legend(frameon=False, fontsize="small", loc="lower right")  # the curves leave it empty
+        plots.legend(ax, frameon=False)
     axes[0][0].set_ylabel("test accuracy (%)")
-    fig.tight_layout()
     return fig
 
 
@@ -495,8 +488,7 @@ def plot_noise(results: Sequence[RunResult], num_classes: int = 10):
             plots.with_ci(ax, np.array(stds), acc, label=RULE_LABELS[rule], color=_STYLE[rule], marker="o", markersize=3)
     ax.set_xlabel("input noise standard deviation σ (standardised images)")
     ax.set_ylabel("test accuracy (%)")
-    ax.legend(frameon=False)
-    fig.tight_layout()
+    plots.legend(ax, frameon=False)
     return fig
 
 
