@@ -877,7 +877,7 @@ def connectivity_heatmap(ax, c: Tensor | Sequence[Sequence[float]], title: str =
     sns.heatmap(
         frame, ax=ax, mask=mask, square=True, cmap=cmap, cbar=cbar,
         vmin=min(0.0, float(values.min())), vmax=max(1.0, float(values.max())) if vmax is None else vmax,
-        annot=labels, fmt="", annot_kws={"fontsize": 7}, linewidths=0.5, linecolor="white",
+        annot=labels, fmt="", annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white",
     )
     ax.set_title(title)
     ax.tick_params(length=0)
