@@ -127,3 +127,9 @@ def test_coverage_table_counts_planned_and_stored_seeds():
     assert table.loc[("ResNet", 10), "seeds planned"] == 3 and table.loc[("ResNet", 10), "stored"] == "0, 2"
     assert table.loc[("H-ACN", 10), "seeds stored"] == 1 and table.loc[("H-ACN", 2), "stored"] == "none yet"
     assert len(table) == 4
+
+
+def test_a_match_on_one_seed_cannot_be_told():
+    runs = [_run("resnet", 0, acc=0.90), _run("hacn", 0, acc=0.91)]
+    table = hmr.claims(runs).set_index("claim")
+    assert table.loc["H-ACN's final accuracy matches the ResNet's", "holds"] is None
