@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -67,17 +67,35 @@ def paper_text(item_id: str) -> str:
 
 
 class SplitAccuracy(Callback):
-    """Validation and test accuracy at every record point, for best-epoch selection."""
+    """Validation and test accuracy at every record point, for best-epoch selection.
 
-    def __init__(self, val: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor]):
+    ``val`` and ``test`` are ``(X, y)`` tensors or any dataset that
+    :func:`~hacn_core.engine.training.evaluate` reads with ``forward`` and
+    ``collate_fn`` (graphs: torch-geometric batches), ``batch_size`` at a time.
+    ``patience`` (records; ``None``: never) is patience-based early stopping
+    (AWNN App. C): training stops once the best validation accuracy is
+    ``patience`` records old. It reads the stored ``val_acc`` curve, so a resumed
+    run stops where the uninterrupted one does.
+    """
+
+    def __init__(self, val: Any, test: Any, *, batch_size: int = 4096, forward: Callable | None = None,
+                 collate_fn: Callable | None = None, patience: int | None = None):
+        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
+            raise ValueError(f"patience={patience!r} must be None (no early stopping) or an integer >= 1 (records)")
         self.val, self.test = val, test
+        self.options = {"batch_size": batch_size, "forward": forward, "collate_fn": collate_fn}
+        self.patience = patience
 
     def on_record(self, state: TrainState) -> dict[str, float]:
         model = state.model
         was_training = model.training
-        val = evaluate(model, self.val, batch_size=4096)
-        test = evaluate(model, self.test, batch_size=4096)
+        val = evaluate(model, self.val, **self.options)
+        test = evaluate(model, self.test, **self.options)
         model.train(was_training)
+        if self.patience is not None:
+            history = [*state.curves.get("val_acc", []), val["accuracy"]]
+            if len(history) - 1 - best_record(history) >= self.patience:
+                state.stop = True
         return {"val_acc": val["accuracy"], "test_acc": test["accuracy"]}
 
 
