@@ -22,7 +22,7 @@ from hacn_core.awnn.studies import graphs as gr
 from hacn_core.awnn.studies import images as im
 from hacn_core.awnn.studies.common import SplitAccuracy
 from hacn_core.engine.data import DatasetMissingError, missing_files
-from hacn_core.engine.results import ResultsStore, RunContext
+from hacn_core.engine.results import ResultsStore, RunContext, pinned_threads
 from hacn_core.engine.training import Callback
 
 needs_images = pytest.mark.skipif(bool(missing_files("MNIST") or missing_files("FashionMNIST")),
@@ -32,10 +32,8 @@ needs_graphs = pytest.mark.skipif(bool(missing_files("MUTAG")), reason="MUTAG is
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with pinned_threads(1):  # many small ops on a loaded 2-core machine are slower with two
+        yield
 
 
 # --------------------------------------------------------------------------------- configurations

@@ -15,8 +15,8 @@ public and documented, so that no study reaches into another:
   (``N`` = the training-set size), its width updated after every optimizer step
   (Algorithm 1), and :func:`width_and_rate_curves` / :func:`elbo_curves`, the
   per-record curves such a run stores;
-* :data:`ARMS` (the two importance normalisations the chapters compare) and
-  :func:`check_choice` (a refused value names its field and the allowed values);
+* :data:`ARMS` (the two importance normalisations the chapters compare),
+  :func:`check_choice` and :func:`check_count` (a refused value names its field and the allowed values);
 * :func:`paper_text`: a paper item printed as the paper prints it, ``value (std)``.
 """
 
@@ -53,6 +53,13 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> None:
     allowed = tuple(allowed)
     if value not in allowed:
         raise ValueError(f"{name}={value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
+
+
+def check_count(name: str, value: Any, low: int, high: int | None = None) -> None:
+    """Refuse ``value`` unless it is an integer ``>= low`` (and ``<= high``); the error names ``name`` and the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        span = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name}={value!r} must be an integer {span}")
 
 
 def paper_text(item_id: str) -> str:
@@ -102,6 +109,21 @@ class SplitAccuracy(Callback):
 def best_record(val_acc: Sequence[float]) -> int:
     """Index of the first record with the best validation accuracy (the selected epoch of Sec. 4)."""
     return int(np.argmax(np.asarray(val_acc, dtype=float)))
+
+
+def selected_epoch(curves: dict[str, list]) -> tuple[int, dict[str, list], dict[str, Any]]:
+    """The protocol's reading of a run recorded by :class:`SplitAccuracy`: ``(best, curves, metrics)``.
+
+    ``best`` is :func:`best_record` of ``val_acc``; ``curves`` holds ``record_epoch``
+    (integers), ``val_acc`` and ``test_acc``; ``metrics`` the test and validation
+    accuracy at ``best``, its epoch and the test accuracy after the last epoch.
+    """
+    best = best_record(curves["val_acc"])
+    epochs = [int(round(e)) for e in curves["record_epoch"]]
+    kept = {"record_epoch": epochs, "val_acc": curves["val_acc"], "test_acc": curves["test_acc"]}
+    metrics = {"test_acc": float(curves["test_acc"][best]), "val_acc": float(curves["val_acc"][best]),
+               "best_epoch": epochs[best], "final_test_acc": float(curves["test_acc"][-1])}
+    return best, kept, metrics
 
 
 # ----------------------------------------------------------------------------- data

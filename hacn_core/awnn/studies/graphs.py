@@ -64,7 +64,7 @@ import numpy as np
 import torch
 
 from hacn_core.awnn import ELBOLoss, WidthCallback, model_widths, quantile_width
-from hacn_core.awnn.studies.common import SplitAccuracy, best_record, check_choice, elbo_curves
+from hacn_core.awnn.studies.common import SplitAccuracy, check_choice, check_count, elbo_curves, selected_epoch
 from hacn_core.engine.data import load_tudataset
 from hacn_core.engine.folds import assessment_folds
 from hacn_core.engine.registry import Experiment, with_overrides
@@ -135,21 +135,15 @@ def smoke_configs() -> list[dict[str, Any]]:
             + [graph_config("NCI1", 0, m, 0, batch_size=128, **short) for m in MLPS])
 
 
-def _check_int(field: str, value: Any, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        span = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{field}={value!r} must be an integer {span}")
-
-
 def check_config(config: dict[str, Any]) -> None:
     """Refuse a configuration this experiment does not implement (the error names field and allowed values)."""
     check_choice("dataset", config["dataset"], DATASETS)
     check_choice("mlp", config["mlp"], MLPS)
     check_choice("pooling", config["pooling"], POOLINGS)
-    _check_int("n_folds", config["n_folds"], 2)
-    _check_int("fold", config["fold"], 0, config["n_folds"] - 1)
-    _check_int("layers", config["layers"], 1)
-    _check_int("patience", config["patience"], 1)
+    check_count("n_folds", config["n_folds"], 2)
+    check_count("fold", config["fold"], 0, config["n_folds"] - 1)
+    check_count("layers", config["layers"], 1)
+    check_count("patience", config["patience"], 1)
 
 
 # ----------------------------------------------------------------------------- data
@@ -223,12 +217,7 @@ def train_graph_run(config: dict[str, Any], context: RunContext) -> dict[str, An
               collate_fn=collate_graphs, callbacks=callbacks, checkpoint_dir=context.checkpoint_dir,
               progress=context.progress)
     c = out.curves
-    best = best_record(c["val_acc"])
-    curves: dict[str, list] = {
-        "record_epoch": [int(round(e)) for e in c["record_epoch"]],
-        "val_acc": c["val_acc"],
-        "test_acc": c["test_acc"],
-    }
+    best, curves, selected = selected_epoch(c)
     if adaptive:
         curves["widths"] = [[int(w) for w in ws] for ws in c["awnn/widths"]]
         curves["rates"] = [round_significant(r, 5) for r in c["awnn/rates"]]
@@ -238,10 +227,7 @@ def train_graph_run(config: dict[str, Any], context: RunContext) -> dict[str, An
         widths_best = mlp_widths(model)
     final = mlp_widths(model)
     return {
-        "metrics": {
-            "test_acc": float(c["test_acc"][best]),
-            "val_acc": float(c["val_acc"][best]),
-            "best_epoch": int(curves["record_epoch"][best]),
+        "metrics": selected | {
             "epochs_run": int(curves["record_epoch"][-1]),
             "widths": widths_best,  # [pre, conv 1..L] at the best validation epoch (Fig. 11)
             "total_width": int(sum(widths_best)),

@@ -73,7 +73,7 @@ import torch
 
 from hacn_core.awnn import ELBOLoss, WidthCallback, quantile_width
 from hacn_core.awnn.callback import WidthTrace
-from hacn_core.awnn.studies.common import SplitAccuracy, best_record, check_choice, elbo_curves
+from hacn_core.awnn.studies.common import SplitAccuracy, check_choice, check_count, elbo_curves, selected_epoch
 from hacn_core.engine.augment import AugmentNormalize
 from hacn_core.engine.data import IMAGE_TRAIN_SPLITS, image_tensors, stratified_split
 from hacn_core.engine.registry import Experiment, with_overrides
@@ -143,22 +143,17 @@ def smoke_configs() -> list[dict[str, Any]]:
             for d in BOOK_DATASETS for h, w in (("adaptive", 0), ("fixed", 0), ("fixed", 32))]
 
 
-def _check_count(field: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{field}={value!r} must be an integer >= {minimum}")
-
-
 def check_config(config: dict[str, Any]) -> None:
     """Refuse a configuration this experiment does not implement (the error names field and allowed values)."""
     check_choice("dataset", config["dataset"], DATASETS)
     check_choice("head", config["head"], HEADS)
-    _check_count("head_width", config["head_width"], 0)
+    check_count("head_width", config["head_width"], 0)
     if config["head"] == "adaptive" and config["head_width"] != 0:
         raise ValueError(f"head_width={config['head_width']!r} is for head='fixed'; allowed with head='adaptive': 0")
     for key in ("train_subset", "eval_subset"):
         if config[key] is not None:
-            _check_count(key, config[key], 1)
-    _check_count("trace_every", config["trace_every"], 1)
+            check_count(key, config[key], 1)
+    check_count("trace_every", config["trace_every"], 1)
     if not isinstance(config["augment"], bool):
         raise ValueError(f"augment={config['augment']!r}; allowed: True, False")
 
@@ -235,24 +230,15 @@ def train_image_run(config: dict[str, Any], context: RunContext) -> dict[str, An
     out = fit(model, splits["train"], train_config(config), loss_fn=elbo, forward=forward, callbacks=callbacks,
               checkpoint_dir=context.checkpoint_dir, progress=context.progress)
     c = out.curves
-    best = best_record(c["val_acc"])
-    curves: dict[str, list] = {
-        "record_epoch": [int(round(e)) for e in c["record_epoch"]],
-        "val_acc": c["val_acc"],
-        "test_acc": c["test_acc"],
-        "train_loss": round_significant(c["train_loss"], 6),
-    } | trace.curves()
+    best, curves, selected = selected_epoch(c)
+    curves |= {"train_loss": round_significant(c["train_loss"], 6)} | trace.curves()
     if adaptive:
         curves["width"] = [int(w[0]) for w in c["awnn/widths"]]
         curves["rate"] = round_significant([r[0] for r in c["awnn/rates"]], 5)
         curves |= elbo_curves(c)
     widths = curves.get("width", [config["head_width"]] * len(curves["record_epoch"]))
     return {
-        "metrics": {
-            "test_acc": float(c["test_acc"][best]),
-            "val_acc": float(c["val_acc"][best]),
-            "best_epoch": int(curves["record_epoch"][best]),
-            "final_test_acc": float(c["test_acc"][-1]),
+        "metrics": selected | {
             "width": int(widths[best]),  # the classifier's hidden width at the best validation epoch
             "final_width": head_width(model),
             "start_width": int(widths[0]),
