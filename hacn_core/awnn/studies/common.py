@@ -17,6 +17,7 @@ public and documented, so that no study reaches into another:
   per-record curves such a run stores;
 * :data:`ARMS` (the two importance normalisations the chapters compare),
   :func:`check_choice` and :func:`check_count` (a refused value names its field and the allowed values);
+* :func:`selected_epoch`: the record the protocol selects, with its curves and metrics;
 * :func:`paper_text`: a paper item printed as the paper prints it, ``value (std)``.
 """
 
