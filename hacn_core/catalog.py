@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hacn_core import exact_checks
-from hacn_core.awnn.studies import ablations, adaptive, compress, cost, cost_cells, init, tabular
+from hacn_core.awnn.studies import ablations, adaptive, compress, cost, cost_cells, graphs, images, init, tabular
 from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult
 from hacn_core.gates.studies import cifar, gradients, keras_defaults, mnist
@@ -36,6 +36,8 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     ablations.FIXED_PLUS,  # awnn-fixed-plus: App. D's fixed MLP at the learned width
     cost.EXPERIMENT,  # awnn-step-cost: Sec. 3.3's cost of a training step
     cost_cells.CELLS,  # awnn-step-cells: the same, cell by cell, with and without the priors
+    images.EXPERIMENT,  # awnn-images: ResNet-20 with an adaptive or fixed classifier, Table 4, Fig. 9
+    graphs.EXPERIMENT,  # awnn-graphs: GIN with adaptive or fixed MLPs, Errica et al.'s folds, Table 5, Fig. 11
     # Residual Gates (hacn_core/gates/studies/)
     mnist.EXPERIMENT,  # gates-mnist: Sec. 3.1, Tables 1-2, Figs. 4-5
     gradients.EXPERIMENT,  # gates-gate-gradients: every gate's gradient at initialisation

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from hacn_core import gates
+from hacn_core.engine import augment
 from hacn_core.engine.data import missing_files
 from hacn_core.gates.studies import cifar as gc
 from hacn_core.gates.studies import cifar_report as gcr
@@ -33,7 +34,7 @@ def _reference_crop_flip(x: torch.Tensor, pad: int, seed: int) -> torch.Tensor:
 
 def test_crop_flip_matches_per_image_reference():
     x = torch.rand(64, 3, 32, 32)
-    out = gc.random_crop_flip(x, 4, True, generator=torch.Generator().manual_seed(7))
+    out = augment.random_crop_flip(x, 4, True, generator=torch.Generator().manual_seed(7))
     assert out.shape == x.shape and out.is_contiguous()
     assert torch.equal(out, _reference_crop_flip(x, 4, seed=7))
 
@@ -41,7 +42,7 @@ def test_crop_flip_matches_per_image_reference():
 def test_crop_pads_with_zeros_and_keeps_the_image():
     x = torch.ones(200, 1, 32, 32)
     gen = torch.Generator().manual_seed(0)
-    out = gc.random_crop_flip(x, 4, False, generator=gen)
+    out = augment.random_crop_flip(x, 4, False, generator=gen)
     # Each crop shows a (32 - |dy|) x (32 - |dx|) window of the image and zeros elsewhere.
     gen = torch.Generator().manual_seed(0)
     dy = torch.randint(0, 9, (200,), generator=gen) - 4
@@ -53,31 +54,31 @@ def test_crop_pads_with_zeros_and_keeps_the_image():
 
 def test_flip_is_a_mirror_and_happens_half_the_time():
     x = torch.rand(2000, 1, 8, 8)
-    out = gc.random_crop_flip(x, 0, True, generator=torch.Generator().manual_seed(1))
+    out = augment.random_crop_flip(x, 0, True, generator=torch.Generator().manual_seed(1))
     same = (out == x).flatten(1).all(1)
     mirrored = (out == x.flip(-1)).flatten(1).all(1)
     assert bool((same ^ mirrored).all())  # every image is itself or its exact left-right mirror
     assert 0.45 < mirrored.float().mean().item() < 0.55
-    assert torch.equal(gc.random_crop_flip(x, 0, False), x)  # no pad, no flip: identity
+    assert torch.equal(augment.random_crop_flip(x, 0, False), x)  # no pad, no flip: identity
 
 
 def test_augmentation_is_seeded():
     x = torch.rand(16, 3, 32, 32)
-    a = gc.random_crop_flip(x, generator=torch.Generator().manual_seed(3))
-    b = gc.random_crop_flip(x, generator=torch.Generator().manual_seed(3))
-    c = gc.random_crop_flip(x, generator=torch.Generator().manual_seed(4))
+    a = augment.random_crop_flip(x, generator=torch.Generator().manual_seed(3))
+    b = augment.random_crop_flip(x, generator=torch.Generator().manual_seed(3))
+    c = augment.random_crop_flip(x, generator=torch.Generator().manual_seed(4))
     assert torch.equal(a, b) and not torch.equal(a, c)
     torch.manual_seed(5)
-    d = gc.random_crop_flip(x)
+    d = augment.random_crop_flip(x)
     torch.manual_seed(5)
-    assert torch.equal(d, gc.random_crop_flip(x))  # the global RNG (checkpointed by the trainer)
+    assert torch.equal(d, augment.random_crop_flip(x))  # the global RNG (checkpointed by the trainer)
     with pytest.raises(ValueError, match="pad"):
-        gc.random_crop_flip(x, pad=-1)
+        augment.random_crop_flip(x, pad=-1)
 
 
 def test_forward_hook_augments_only_in_training_and_normalises():
     mean, std = torch.tensor([0.5]), torch.tensor([0.25])
-    hook = gc.AugmentNormalize(mean, std)
+    hook = augment.AugmentNormalize(mean, std)
     seen = []
     model = torch.nn.Module()
     model.forward = lambda x: seen.append(x) or x.mean(dim=(1, 2, 3))  # type: ignore[method-assign]

@@ -1,8 +1,9 @@
 """The house rules of the library's layout, checked on the code itself.
 
 - The engine imports nothing of the papers.
-- A student who adapts the AWNN chapters copies ``hacn_core/awnn`` and
-  ``hacn_core/engine`` and nothing else: the copy imports on its own.
+- A student who adapts the AWNN chapters copies ``hacn_core/awnn``,
+  ``hacn_core/engine`` and the backbone files the AWNN studies train
+  (:data:`AWNN_BACKBONES`) and nothing else: the copy imports on its own.
 - No module imports another module's private (``_name``) names, and the
   modules' imports form no cycle.
 """
@@ -14,6 +15,9 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "hacn_core"
+#: the files of ``hacn_core/models`` that the AWNN studies train (images, graphs, text) and that a
+#: copy of the AWNN chapters takes along; they import nothing of the other papers
+AWNN_BACKBONES: tuple[str, ...] = ("mlp", "conv", "resnet20", "gin", "seq2seq")
 
 
 def _modules() -> dict[str, Path]:
@@ -64,12 +68,21 @@ def test_the_engine_imports_nothing_of_the_papers():
                 assert target.startswith("hacn_core.engine"), (name, target)
 
 
-def test_awnn_imports_only_itself_and_the_engine():
+def test_awnn_imports_only_itself_the_engine_and_its_backbones():
     modules = _modules()
+    backbones = tuple(f"hacn_core.models.{b}" for b in AWNN_BACKBONES)
+    allowed = ("hacn_core.awnn", "hacn_core.engine")
     for name, path in modules.items():
         if name.startswith("hacn_core.awnn"):
-            for target, _ in _imports(path, name):
-                assert target.startswith(("hacn_core.awnn", "hacn_core.engine")), (name, target)
+            for target, names in _imports(path, name):
+                loaded = [m for m in _resolve(target, names, modules) if m != "hacn_core.models"]
+                assert all(m.startswith(allowed) or m in backbones for m in loaded), (name, target)
+    for b in AWNN_BACKBONES:  # the backbones themselves stay inside that copy (lazy imports included)
+        name = f"hacn_core.models.{b}"
+        for target, _ in _imports(modules[name], name):
+            if target.startswith("hacn_core.gates"):
+                continue  # only the gated MLP kind, imported where it is built (never by AWNN)
+            assert target.startswith(allowed) or target in backbones, (name, target)
 
 
 def test_a_copy_of_awnn_and_the_engine_imports_on_its_own(tmp_path):
@@ -79,6 +92,10 @@ def test_a_copy_of_awnn_and_the_engine_imports_on_its_own(tmp_path):
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(PKG / "engine", root / "engine", ignore=ignore)
     shutil.copytree(PKG / "awnn", root / "awnn", ignore=ignore)
+    (root / "models").mkdir()
+    (root / "models" / "__init__.py").write_text("")
+    for b in AWNN_BACKBONES:
+        shutil.copy(PKG / "models" / f"{b}.py", root / "models" / f"{b}.py")
     studies = sorted(p.stem for p in (PKG / "awnn" / "studies").glob("*.py") if p.stem != "__init__")
     code = "import importlib\n" + "".join(
         f"importlib.import_module('hacn_core.awnn.studies.{s}')\n" for s in studies) + "print('ok')"

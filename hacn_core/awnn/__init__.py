@@ -29,7 +29,7 @@ tokens of a transformer, the nodes of a graph). Studies (``hacn_core.awnn.studie
 train these networks for the AWNN chapters.
 """
 
-from hacn_core.awnn.callback import WidthCallback
+from hacn_core.awnn.callback import WidthCallback, WidthTrace
 from hacn_core.awnn.distribution import (
     discretized_exponential,
     importance_mass,
@@ -100,4 +100,5 @@ __all__ = [
     "truncate",
     "update_widths",
     "WidthCallback",
+    "WidthTrace",
 ]

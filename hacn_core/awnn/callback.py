@@ -69,3 +69,42 @@ class WidthCallback(Callback):
         if self.elbo is not None:
             out.update({f"elbo/{k}": v for k, v in self.elbo.pop_means().items()})
         return out
+
+
+class WidthTrace(Callback):
+    """The total hidden width of the model's adaptive MLPs every ``every`` optimizer steps.
+
+    ``steps`` and ``widths`` are the step counts and total widths (the width *after*
+    that step's update, i.e. the width of the next forward), from step 0 (before
+    training). Kept through a resume (``state_dict``), so a resumed run traces the
+    same curve. Read them with :meth:`curves` after training.
+    """
+
+    def __init__(self, every: int) -> None:
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every={every!r} must be an integer >= 1 (optimizer steps)")
+        self.every = every
+        self.steps: list[int] = []
+        self.widths: list[int] = []
+
+    def _trace(self, state: TrainState) -> None:
+        if state.step % self.every == 0 and (not self.steps or self.steps[-1] != state.step):
+            self.steps.append(int(state.step))
+            self.widths.append(int(sum(model_widths(state.model))))
+
+    def on_train_begin(self, state: TrainState) -> None:
+        self._trace(state)
+
+    def on_step_end(self, state: TrainState) -> None:
+        self._trace(state)
+
+    def state_dict(self) -> dict[str, object]:
+        return {"steps": list(self.steps), "widths": list(self.widths)}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        self.steps = [int(s) for s in state.get("steps", [])]
+        self.widths = [int(w) for w in state.get("widths", [])]
+
+    def curves(self) -> dict[str, list[int]]:
+        """``{"trace_step": [...], "trace_width": [...]}``."""
+        return {"trace_step": list(self.steps), "trace_width": list(self.widths)}

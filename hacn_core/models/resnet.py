@@ -49,11 +49,11 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import TypedDict, Unpack
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hacn_core.gates import GATE_FUNCTIONS, GatedResidualLayer, ResidualLayer
 from hacn_core.engine.checks import check_choice
+from hacn_core.models.conv import ZeroPadShortcut, conv3x3
 
 SHORTCUTS: tuple[str, ...] = ("projection", "zero_pad")
 #: the ResidualStack rules a pre-activation block can take (module docstring)
@@ -131,23 +131,6 @@ class ResNetOptions(TypedDict, total=False):
 def _positive_int(field: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{field}={value!r} must be an integer >= 1")
-
-
-def conv3x3(in_channels: int, out_channels: int, stride: int = 1) -> nn.Conv2d:
-    """3x3 convolution, padding 1, no bias (BatchNorm follows)."""
-    return nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
-
-
-class ZeroPadShortcut(nn.Module):
-    """Option A shortcut (He et al., 2015b): subsample by ``stride``, zero-pad the new channels."""
-
-    def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
-        super().__init__()
-        self.extra, self.stride = out_channels - in_channels, stride
-
-    def forward(self, x: Tensor) -> Tensor:
-        x = x[:, :, :: self.stride, :: self.stride]
-        return F.pad(x, (0, 0, 0, 0, 0, self.extra))
 
 
 def preact_block(

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from hacn_core.awnn.distribution import quantile_width
 from hacn_core.engine.checks import check_choice
 from hacn_core.models.mlp import UNGATED_MLP_KINDS, make_mlp
-from hacn_core.models.resnet import ZeroPadShortcut, conv3x3
+from hacn_core.models.conv import ZeroPadShortcut, conv3x3
 
 #: classifier widths of the fixed baseline (AWNN Table 4; 0 = linear classifier)
 TABLE4_WIDTHS: tuple[int, ...] = (0, 32, 128, 256, 512)
@@ -101,7 +101,7 @@ class ResNet20Config:
 class BasicBlock(nn.Module):
     """Post-activation basic block (He et al. 2016): ``ReLU(BN(conv(ReLU(BN(conv(x))))) + s(x))``.
 
-    ``s`` is the identity, or option A (:class:`~hacn_core.models.resnet.ZeroPadShortcut`)
+    ``s`` is the identity, or option A (:class:`~hacn_core.models.conv.ZeroPadShortcut`)
     where the block changes the resolution or the channels.
     """
 

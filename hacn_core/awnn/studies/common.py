@@ -15,8 +15,9 @@ public and documented, so that no study reaches into another:
   (``N`` = the training-set size), its width updated after every optimizer step
   (Algorithm 1), and :func:`width_and_rate_curves` / :func:`elbo_curves`, the
   per-record curves such a run stores;
-* :data:`ARMS` (the two importance normalisations the chapters compare) and
-  :func:`check_choice` (a refused value names its field and the allowed values);
+* :data:`ARMS` (the two importance normalisations the chapters compare),
+  :func:`check_choice` and :func:`check_count` (a refused value names its field and the allowed values);
+* :func:`selected_epoch`: the record the protocol selects, with its curves and metrics;
 * :func:`paper_text`: a paper item printed as the paper prints it, ``value (std)``.
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -55,6 +56,13 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> None:
         raise ValueError(f"{name}={value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
 
 
+def check_count(name: str, value: Any, low: int, high: int | None = None) -> None:
+    """Refuse ``value`` unless it is an integer ``>= low`` (and ``<= high``); the error names ``name`` and the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        span = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name}={value!r} must be an integer {span}")
+
+
 def paper_text(item_id: str) -> str:
     """The paper's value of ``item_id`` as printed: ``"65.9 (8.7)"``, or ``"16"`` without a spread."""
     it = paper_items.item(item_id)
@@ -67,23 +75,56 @@ def paper_text(item_id: str) -> str:
 
 
 class SplitAccuracy(Callback):
-    """Validation and test accuracy at every record point, for best-epoch selection."""
+    """Validation and test accuracy at every record point, for best-epoch selection.
 
-    def __init__(self, val: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor]):
+    ``val`` and ``test`` are ``(X, y)`` tensors or any dataset that
+    :func:`~hacn_core.engine.training.evaluate` reads with ``forward`` and
+    ``collate_fn`` (graphs: torch-geometric batches), ``batch_size`` at a time.
+    ``patience`` (records; ``None``: never) is patience-based early stopping
+    (AWNN App. C): training stops once the best validation accuracy is
+    ``patience`` records old. It reads the stored ``val_acc`` curve, so a resumed
+    run stops where the uninterrupted one does.
+    """
+
+    def __init__(self, val: Any, test: Any, *, batch_size: int = 4096, forward: Callable | None = None,
+                 collate_fn: Callable | None = None, patience: int | None = None):
+        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
+            raise ValueError(f"patience={patience!r} must be None (no early stopping) or an integer >= 1 (records)")
         self.val, self.test = val, test
+        self.options = {"batch_size": batch_size, "forward": forward, "collate_fn": collate_fn}
+        self.patience = patience
 
     def on_record(self, state: TrainState) -> dict[str, float]:
         model = state.model
         was_training = model.training
-        val = evaluate(model, self.val, batch_size=4096)
-        test = evaluate(model, self.test, batch_size=4096)
+        val = evaluate(model, self.val, **self.options)
+        test = evaluate(model, self.test, **self.options)
         model.train(was_training)
+        if self.patience is not None:
+            history = [*state.curves.get("val_acc", []), val["accuracy"]]
+            if len(history) - 1 - best_record(history) >= self.patience:
+                state.stop = True
         return {"val_acc": val["accuracy"], "test_acc": test["accuracy"]}
 
 
 def best_record(val_acc: Sequence[float]) -> int:
     """Index of the first record with the best validation accuracy (the selected epoch of Sec. 4)."""
     return int(np.argmax(np.asarray(val_acc, dtype=float)))
+
+
+def selected_epoch(curves: dict[str, list]) -> tuple[int, dict[str, list], dict[str, Any]]:
+    """The protocol's reading of a run recorded by :class:`SplitAccuracy`: ``(best, curves, metrics)``.
+
+    ``best`` is :func:`best_record` of ``val_acc``; ``curves`` holds ``record_epoch``
+    (integers), ``val_acc`` and ``test_acc``; ``metrics`` the test and validation
+    accuracy at ``best``, its epoch and the test accuracy after the last epoch.
+    """
+    best = best_record(curves["val_acc"])
+    epochs = [int(round(e)) for e in curves["record_epoch"]]
+    kept = {"record_epoch": epochs, "val_acc": curves["val_acc"], "test_acc": curves["test_acc"]}
+    metrics = {"test_acc": float(curves["test_acc"][best]), "val_acc": float(curves["val_acc"][best]),
+               "best_epoch": epochs[best], "final_test_acc": float(curves["test_acc"][-1])}
+    return best, kept, metrics
 
 
 # ----------------------------------------------------------------------------- data
