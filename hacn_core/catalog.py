@@ -36,6 +36,7 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     ablations.FIXED_PLUS,  # awnn-fixed-plus: App. D's fixed MLP at the learned width
     cost.EXPERIMENT,  # awnn-step-cost: Sec. 3.3's cost of a training step
     cost_cells.CELLS,  # awnn-step-cells: the same, cell by cell, with and without the priors
+    cost_cells.FAST,  # awnn-step-cells-fast: the same cells, each named step option side by side
     # Residual Gates (hacn_core/gates/studies/)
     mnist.EXPERIMENT,  # gates-mnist: Sec. 3.1, Tables 1-2, Figs. 4-5
     gradients.EXPERIMENT,  # gates-gate-gradients: every gate's gradient at initialisation
