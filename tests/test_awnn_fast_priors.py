@@ -145,3 +145,21 @@ def test_recording_without_priors_keeps_the_values_of_four_running_sums():
         sums = sums + r
     assert loss.pop_means() == dict(zip(("total", "predictive", "weight_prior", "width_prior"),
                                         (sums / 5).tolist()))
+
+
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_the_lean_likelihood_path_gives_negative_elbo_bit_for_bit(per_sample):
+    """ELBOLoss without priors computes the predictive term without negative_elbo's Python: the same value
+    and gradients; other shapes go through negative_elbo (and its errors)."""
+    model = _model(1)
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    loss = ELBOLoss(model, 100, per_sample=per_sample)
+    assert loss._predictive_terms(model(x), y) is not None
+    value = loss(model(x), y)
+    exact = negative_elbo(model, model(x), y, n_train=100, per_sample=per_sample).total
+    assert torch.equal(value, exact)
+    assert torch.equal(torch.autograd.grad(value, model.raw_rate)[0], torch.autograd.grad(exact, model.raw_rate)[0])
+    with pytest.raises(ValueError, match="n_train=10 is smaller"):
+        ELBOLoss(model, 10)(model(x), y)
+    with pytest.raises(ValueError, match="target shape"):
+        loss(model(x), y[:8])

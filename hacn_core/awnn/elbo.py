@@ -397,6 +397,12 @@ class ELBOLoss:
         self.fused_priors = fused_priors
         self.elbo_kwargs = elbo_kwargs
         self._sigma_theta, self._rate_prior = sigma_theta, rate_prior
+        # the categorical likelihood without ignored targets: the predictive term by the ops of
+        # negative_elbo without its Python around them (same values, see _predictive_terms)
+        kw = elbo_kwargs
+        self._lean = (kw.get("likelihood", "categorical") == "categorical" and kw.get("ignore_index") is None
+                      and set(kw) <= {"likelihood", "per_sample", "include_constants", "closed_form_priors",
+                                      "noise_std", "ignore_index"})
         self._install()
         self._sums: Tensor | None = None
         self._count = 0
@@ -452,8 +458,25 @@ class ELBOLoss:
                                per_sample_n=self.n_train if kw.get("per_sample", False) else 0)
         return (float(w) if params else 0.0), (float(r) if raws else 0.0)
 
+    def _predictive_terms(self, output: Tensor, target: Tensor) -> ELBOTerms | None:
+        """The terms without priors by the ops of :func:`negative_elbo` (``nll_sum * scale``), for a 2-d
+        categorical output whose input negative_elbo would accept; None for anything else."""
+        if not self._lean or output.dim() != 2 or target.dim() != 1 or target.shape[0] != output.shape[0]:
+            return None
+        m = target.shape[0]
+        if m > self.n_train or m == 0:
+            return None  # negative_elbo says what is wrong
+        scale = 1.0 / m if self.elbo_kwargs.get("per_sample", False) else self.n_train / m
+        predictive = F.cross_entropy(output, target, reduction="sum") * scale
+        zero = _absent_term(output)
+        return ELBOTerms(predictive, predictive, zero, zero)
+
     def terms(self, output: Tensor, target: Tensor) -> ELBOTerms:
         """All terms of Eq. 13 for one batch (nothing is recorded)."""
+        if self._sigma_theta is None and self._rate_prior is None:
+            lean = self._predictive_terms(output, target)
+            if lean is not None:
+                return lean
         return negative_elbo(self.model, output, target, n_train=self.n_train, sigma_theta=self.sigma_theta,
                              rate_prior=self.rate_prior, **self.elbo_kwargs)
 
@@ -492,8 +515,10 @@ class ELBOLoss:
         if torch.is_autocast_enabled(output.device.type):
             raise ValueError("fused_priors=True does not run under autocast (the model then runs plain autograd "
                              "ops, which do not add the priors' gradients); use fused_priors=False")
-        terms = negative_elbo(self.model, output, target, n_train=self.n_train, sigma_theta=None, rate_prior=None,
-                              **self.elbo_kwargs)
+        terms = self._predictive_terms(output, target)
+        if terms is None:
+            terms = negative_elbo(self.model, output, target, n_train=self.n_train, sigma_theta=None,
+                                  rate_prior=None, **self.elbo_kwargs)
         self.last = terms
         p = terms.predictive
         with torch.no_grad():
