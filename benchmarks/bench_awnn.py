@@ -18,6 +18,7 @@ priors, 2 layers from 231 neurons, with the Python node and the naive rebuild).
 
     python benchmarks/bench_awnn.py [--quick] [--reps 9] [--steps 12] [--widths 30,100,400] [--layers 1,2]
                                     [--objectives likelihood,elbo] [--phases adapting,steady]
+                                    [--options default,fused_priors]
                                     [--save rows.json] [--before rows.json] [--stored-measurement]
 """
 
@@ -59,6 +60,8 @@ def main() -> None:
     ap.add_argument("--objectives", default=",".join(OBJECTIVES))
     ap.add_argument("--phases", default=",".join(PHASES))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--options", default="default",
+                    help="AWNN step options timed side by side (cost_cells.OPTIONS): default,fused_priors")
     ap.add_argument("--save", type=Path, default=None, help="write the rows as JSON")
     ap.add_argument("--before", type=Path, default=None, help="rows of an earlier run, printed beside")
     ap.add_argument("--stored-measurement", action="store_true", help="the awnn-step-cost measurement instead")
@@ -70,7 +73,7 @@ def main() -> None:
     steps = args.steps or (8 if args.quick else 12)
     t0 = time.perf_counter()
     rows = measure_cells(args.widths, args.layers, args.objectives.split(","), args.phases.split(","),
-                         reps=reps, steps=steps, seed=args.seed)
+                         reps=reps, steps=steps, seed=args.seed, options=tuple(args.options.split(",")))
     before = json.loads(args.before.read_text()) if args.before else None
     if args.save:
         args.save.write_text(json.dumps(rows, indent=1))

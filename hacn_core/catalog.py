@@ -36,6 +36,7 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     ablations.FIXED_PLUS,  # awnn-fixed-plus: App. D's fixed MLP at the learned width
     cost.EXPERIMENT,  # awnn-step-cost: Sec. 3.3's cost of a training step
     cost_cells.CELLS,  # awnn-step-cells: the same, cell by cell, with and without the priors
+    cost_cells.FAST,  # awnn-step-cells-fast: the same cells, each named step option side by side
     images.EXPERIMENT,  # awnn-images: ResNet-20 with an adaptive or fixed classifier, Table 4, Fig. 9
     graphs.EXPERIMENT,  # awnn-graphs: GIN with adaptive or fixed MLPs, Errica et al.'s folds, Table 5, Fig. 11
     # Residual Gates (hacn_core/gates/studies/)

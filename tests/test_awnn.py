@@ -224,7 +224,7 @@ def test_fused_function_gradcheck(norm):
     x = torch.randn(5, 2, dtype=DT, requires_grad=True)
     raw = model.raw_rate.detach().clone().requires_grad_(True)
     rhos = [lin.rho.detach().clone().requires_grad_(True) for lin in model.layers]
-    assert torch.autograd.gradcheck(lambda x, r, *p: AdaptiveMLPFunction.apply(x, r, spec, *p), (x, raw, *rhos))
+    assert torch.autograd.gradcheck(lambda x, r, *p: AdaptiveMLPFunction.apply(x, r, spec, None, *p), (x, raw, *rhos))
 
 
 def test_position_views_are_kept_per_width_and_follow_a_grown_buffer():

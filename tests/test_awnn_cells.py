@@ -19,3 +19,19 @@ def test_cells_are_stored_column_by_column_and_read_back(tmp_path):
     assert result.metrics["cells_at_target"] == sum(r["ratio"] <= cc.TARGET_RATIO for r in rows)
     table = cc.cells_table(rows)
     assert len(table) == 4 and table["ratio"].tolist() == [r["ratio"] for r in rows]
+
+
+def test_fast_cells_time_every_option_beside_the_default(tmp_path):
+    config = cc.fast_config("smoke") | {"reps": 1, "steps": 1}
+    assert config["options"] == list(cc.OPTIONS)
+    result = run_or_load(cc.FAST_ID, config, cc.measure_fast_stored, store=ResultsStore(tmp_path), progress=False)
+    rows = cc.stored_fast_rows(result)
+    # the likelihood has no priors: its cells have the default step only; the ELBO's every option
+    assert sorted((r["objective"], r["phase"], r["option"]) for r in rows) == sorted(
+        [("likelihood", p, "default") for p in cc.PHASES] + [("elbo", p, o) for p in cc.PHASES for o in cc.OPTIONS])
+    for r in rows:
+        assert result.metrics[f"{r['objective']}/1/{r['phase']}/30/{r['option']}"] == r["ratio"]
+    assert result.metrics["cells"] == 4
+    table = cc.cells_table(rows, before=[r for r in rows if r["option"] == "default"])
+    assert table.index.names[-1] == "option" and len(table) == 6
+    assert (table["ratio before"].to_numpy() > 0).all()

@@ -36,6 +36,7 @@ class WidthCallback(Callback):
         if schedule is not None and elbo is None:
             raise ValueError("schedule= needs elbo= (the ELBOLoss whose rate prior it sets)")
         self.elbo, self.schedule = elbo, schedule
+        self._mlps: list | None = None  # the model's adaptive MLPs, found once per fit (no walk per step)
 
     def _set_prior(self, state: TrainState) -> None:
         if self.schedule is not None:
@@ -44,14 +45,19 @@ class WidthCallback(Callback):
             self.elbo.rate_prior = self.schedule(next_epoch)
 
     def on_train_begin(self, state: TrainState) -> None:
-        for m in adaptive_mlps(state.model):
+        self._mlps = adaptive_mlps(state.model)  # a model keeps its modules while it trains
+        for m in self._mlps:
             m.attach_optimizer(state.optimizer)
         update_widths(state.model, state.optimizer)  # a resumed run follows its loaded rates
         self._set_prior(state)
 
     def on_step_end(self, state: TrainState) -> None:
-        update_widths(state.model, state.optimizer)
-        self._set_prior(state)
+        mlps = self._mlps if self._mlps is not None else adaptive_mlps(state.model)
+        opt = state.optimizer
+        for m in mlps:  # update_widths without the walk over the modules
+            m.update_width(opt)
+        if self.schedule is not None:
+            self._set_prior(state)
 
     def state_dict(self) -> dict[str, object]:
         """The ELBO sums of the epoch in progress (so a resumed epoch logs the same means)."""

@@ -367,41 +367,178 @@ class ELBOLoss:
     mean of each term over the batches since the last call (what
     :class:`hacn_core.awnn.callback.WidthCallback` logs per epoch) and starts afresh. ``rate_prior`` is an
     attribute, so a :class:`RatePriorSchedule` can replace it during training.
+
+    ``fused_priors=True`` (a named option; default off, which keeps the stored runs' values bit for bit):
+    while the model trains, the loss is the predictive term alone and the priors act through their
+    closed-form gradients, which the fused node of every adaptive MLP adds in its backward
+    (:meth:`AdaptiveMLP.set_fused_prior`: the weight prior as a weight decay ``rho / sigma_theta^2`` on the
+    active block, the rate prior as one scalar per layer) - no prior node, no sums in the graph, no
+    values computed per step. The gradients equal the default's up to rounding (the sums run in another
+    order; ``tests/test_awnn_fast_priors.py``). What changes besides: the loss a training step returns
+    (and the trainer's ``train_loss``) is the predictive term; :meth:`pop_means` reports the mean
+    predictive term over the batches and the priors' exact values *at the record*, on the parameters
+    of that moment (:meth:`prior_values`), instead of their means over the batches; evaluation (eval
+    mode or no gradients) returns the exact total. The prior gradients are added once per backward
+    with unit weight, so the option assumes one backward of the loss per optimizer step, unscaled
+    (``TrainConfig.accumulate == 1``, no gradient scaler), every adaptive MLP fused, no autocast.
     """
 
     def __init__(self, model: nn.Module, n_train: int, *, sigma_theta: float | None = None,
-                 rate_prior: RatePrior | None = None, **elbo_kwargs) -> None:
+                 rate_prior: RatePrior | None = None, fused_priors: bool = False, **elbo_kwargs) -> None:
         _check_n_train(n_train)
+        if not isinstance(fused_priors, bool):
+            raise ValueError(f"fused_priors={fused_priors!r} must be True or False")
+        if fused_priors and elbo_kwargs.get("weight_params") is not None:
+            raise ValueError("fused_priors=True puts the weight prior on every adaptive MLP's layers; "
+                             "weight_params= is allowed only with fused_priors=False")
+        if sigma_theta is not None and not sigma_theta > 0:
+            raise ValueError(f"sigma_theta={sigma_theta!r} must be > 0 (or None for an uninformative prior)")
         self.model, self.n_train = model, n_train
-        self.sigma_theta, self.rate_prior = sigma_theta, rate_prior
+        self.fused_priors = fused_priors
         self.elbo_kwargs = elbo_kwargs
+        self._sigma_theta, self._rate_prior = sigma_theta, rate_prior
+        # the categorical likelihood without ignored targets: the predictive term by the ops of
+        # negative_elbo without its Python around them (same values, see _predictive_terms)
+        kw = elbo_kwargs
+        self._lean = (kw.get("likelihood", "categorical") == "categorical" and kw.get("ignore_index") is None
+                      and set(kw) <= {"likelihood", "per_sample", "include_constants", "closed_form_priors",
+                                      "noise_std", "ignore_index"})
+        self._install()
         self._sums: Tensor | None = None
         self._count = 0
         self.last: ELBOTerms | None = None
 
+    # the priors are properties so that a schedule that sets them re-installs the fused gradients
+    @property
+    def sigma_theta(self) -> float | None:
+        return self._sigma_theta
+
+    @sigma_theta.setter
+    def sigma_theta(self, value: float | None) -> None:
+        self._sigma_theta = value
+        self._install()
+
+    @property
+    def rate_prior(self) -> RatePrior | None:
+        return self._rate_prior
+
+    @rate_prior.setter
+    def rate_prior(self, value: RatePrior | None) -> None:
+        self._rate_prior = value
+        self._install()
+
+    def _install(self) -> None:
+        """With ``fused_priors``: hand the priors' gradient coefficients to every adaptive MLP's node."""
+        if not self.fused_priors:
+            return
+        mlps = adaptive_mlps(self.model)
+        if not mlps:
+            raise ValueError("fused_priors=True needs a model with an AdaptiveMLP (its fused node adds the priors)")
+        n = self.n_train if self.elbo_kwargs.get("per_sample", False) else 1
+        w_coef = 0.0 if self._sigma_theta is None else 1.0 / (self._sigma_theta**2 * n)
+        if w_coef and sum(len(m.layers) for m in mlps) != len(awnn_parameters(self.model)):
+            raise ValueError("fused_priors=True: the model has adaptive layers outside an AdaptiveMLP, which the "
+                             "fused node cannot reach; use fused_priors=False")
+        rp = self._rate_prior
+        mu, r_coef = (0.0, 0.0) if rp is None else (float(rp.mu), 1.0 / (rp.sigma**2 * n))
+        for m in mlps:
+            m.set_fused_prior((w_coef, mu, r_coef))
+
+    def prior_values(self) -> tuple[float, float]:
+        """``(weight_prior, width_prior)`` of Eq. 13 on the current parameters, exactly as the loss computes
+        them (0 for a prior left out), without autograd."""
+        kw = self.elbo_kwargs
+        params = [] if self._sigma_theta is None else awnn_parameters(self.model)
+        raws = [] if self._rate_prior is None else raw_rate_parameters(self.model)
+        if not params and not raws:
+            return 0.0, 0.0
+        with torch.no_grad():
+            w, r = prior_terms(params, raws, sigma_theta=self._sigma_theta, rate_prior=self._rate_prior,
+                               include_constants=kw.get("include_constants", True),
+                               per_sample_n=self.n_train if kw.get("per_sample", False) else 0)
+        return (float(w) if params else 0.0), (float(r) if raws else 0.0)
+
+    def _predictive_terms(self, output: Tensor, target: Tensor) -> ELBOTerms | None:
+        """The terms without priors by the ops of :func:`negative_elbo` (``nll_sum * scale``), for a 2-d
+        categorical output whose input negative_elbo would accept; None for anything else."""
+        if not self._lean or output.dim() != 2 or target.dim() != 1 or target.shape[0] != output.shape[0]:
+            return None
+        m = target.shape[0]
+        if m > self.n_train or m == 0:
+            return None  # negative_elbo says what is wrong
+        scale = 1.0 / m if self.elbo_kwargs.get("per_sample", False) else self.n_train / m
+        predictive = F.cross_entropy(output, target, reduction="sum") * scale
+        zero = _absent_term(output)
+        return ELBOTerms(predictive, predictive, zero, zero)
+
     def terms(self, output: Tensor, target: Tensor) -> ELBOTerms:
         """All terms of Eq. 13 for one batch (nothing is recorded)."""
+        if self._sigma_theta is None and self._rate_prior is None:
+            lean = self._predictive_terms(output, target)
+            if lean is not None:
+                return lean
         return negative_elbo(self.model, output, target, n_train=self.n_train, sigma_theta=self.sigma_theta,
                              rate_prior=self.rate_prior, **self.elbo_kwargs)
 
     def __call__(self, output: Tensor, target: Tensor) -> Tensor:
+        if self.fused_priors and self.model.training and torch.is_grad_enabled():
+            return self._fused_step(output, target)
         terms = self.terms(output, target)
         if self.model.training and torch.is_grad_enabled():
             self.last = terms
-            with torch.no_grad():  # one op per step instead of a detach and a cast per term
-                row = torch.stack([terms.total, terms.predictive, terms.weight_prior, terms.width_prior])
-                if row.dtype != torch.float32:
-                    row = row.float()
-                self._sums = row if self._sums is None else self._sums + row
+            sums = self._sums
+            with torch.no_grad():
+                if self._sigma_theta is None and self._rate_prior is None and (sums is None or sums.dim() == 0):
+                    # no prior: total is the predictive term and the priors are 0, so one running sum
+                    # (0-d) stands for all four; pop_means spreads it out, with the same float32 values
+                    p = terms.predictive
+                    p = p.detach() if p.dtype == torch.float32 else p.float()
+                    self._sums = p if sums is None else sums + p
+                else:  # one op per step instead of a detach and a cast per term
+                    row = torch.stack([terms.total, terms.predictive, terms.weight_prior, terms.width_prior])
+                    if row.dtype != torch.float32:
+                        row = row.float()
+                    self._sums = row if sums is None else self._four_sums() + row
             self._count += 1
         return terms.total
 
+    def _four_sums(self) -> Tensor:
+        """The running sums as the four terms (a 0-d sum of a run without priors: total = predictive, priors 0)."""
+        s = self._sums
+        if s.dim() == 0:
+            zero = s.new_zeros(())
+            s = torch.stack([s, s, zero, zero])
+        return s
+
+    def _fused_step(self, output: Tensor, target: Tensor) -> Tensor:
+        """A training step with ``fused_priors``: the predictive term (the node adds the priors' gradients)."""
+        if torch.is_autocast_enabled(output.device.type):
+            raise ValueError("fused_priors=True does not run under autocast (the model then runs plain autograd "
+                             "ops, which do not add the priors' gradients); use fused_priors=False")
+        terms = self._predictive_terms(output, target)
+        if terms is None:
+            terms = negative_elbo(self.model, output, target, n_train=self.n_train, sigma_theta=None,
+                                  rate_prior=None, **self.elbo_kwargs)
+        self.last = terms
+        p = terms.predictive
+        with torch.no_grad():
+            p = p.detach() if p.dtype == torch.float32 else p.float()
+            self._sums = p if self._sums is None else self._sums + p
+        self._count += 1
+        return terms.total
+
     def pop_means(self) -> dict[str, float]:
-        """Mean of each term over the training batches since the last call (NaN if none)."""
+        """Mean of each term over the training batches since the last call (NaN if none); with
+        ``fused_priors``, the mean predictive term and the priors' values now (:meth:`prior_values`)."""
+        if self.fused_priors and self._sums is not None and self._sums.dim() == 0:
+            pred = float(self._sums) / self._count
+            w, r = self.prior_values()
+            self._sums, self._count = None, 0
+            return {"total": pred + w + r, "predictive": pred, "weight_prior": w, "width_prior": r}
         if self._sums is None:
             means = {k: float("nan") for k in ELBO_TERMS}
         else:
-            means = dict(zip(ELBO_TERMS, (self._sums / self._count).tolist(), strict=True))
+            means = dict(zip(ELBO_TERMS, (self._four_sums() / self._count).tolist(), strict=True))
         self._sums, self._count = None, 0
         return means
 
@@ -409,10 +546,11 @@ class ELBOLoss:
         """The running sums of the epoch in progress (empty if none), for a checkpoint."""
         if self._sums is None:
             return {}
-        return {"sums": self._sums.tolist(), "count": self._count}
+        sums = self._sums if self.fused_priors else self._four_sums()
+        return {"sums": sums.tolist(), "count": self._count}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         """Restore the running sums of :meth:`state_dict` (an empty dict leaves them alone)."""
         if state:
-            self._sums = torch.tensor(state["sums"], dtype=torch.float32)
+            self._sums = torch.tensor(state["sums"], dtype=torch.float32)  # a float (fused_priors) or 4 terms
             self._count = int(state["count"])

@@ -116,14 +116,25 @@ class AdaptiveMLPFunction(torch.autograd.Function):
     gradients against plain autograd). Activations are recomputed from their
     outputs, which works for all of :data:`hacn_core.awnn.init.ACTIVATIONS`.
 
-    ``apply(x, raw, spec, *rhos)``: ``x`` of shape ``(batch, in_dim)``, ``raw`` the
+    ``apply(x, raw, spec, prior, *rhos)``: ``x`` of shape ``(batch, in_dim)``, ``raw`` the
     ``(L,)`` raw rates, ``rhos`` the ``L + 1`` layer parameters ``(out, [1 +] in)``;
     ``spec = (positions, activation, slope, bias, norm_widths)`` with, per hidden layer,
     the positions ``0..D_l-1`` and the renormalisation width ``M_l`` (or None).
+
+    ``prior``: None (the default; the node's values are those of Eq. 14 alone), or
+    ``(w_coef, mu, r_coef)``, the *fused prior gradients* of Eq. 13 (the option
+    ``ELBOLoss(fused_priors=True)`` of :mod:`hacn_core.awnn.elbo`): the backward adds the
+    Gaussian weight prior's gradient ``w_coef * rho`` (``w_coef = 1 / sigma_theta^2``, a weight
+    decay on the active block; for the input layer folded into its ``addmm``) and the rate
+    prior's ``r_coef (nu_l - mu) (1 - e^{-nu_l})`` to ``dL/draw_l`` (``r_coef = 1 / sigma^2``,
+    ``dnu/draw = sigmoid(raw) = 1 - e^{-nu}``), as if the loss held the priors. Either
+    coefficient 0 leaves its prior out. The sums happen in another order than autograd's
+    accumulation of two nodes, so the gradients agree to rounding, not bit for bit.
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, raw: Tensor, spec: tuple, *rhos: Tensor) -> Tensor:
+    def forward(ctx, x: Tensor, raw: Tensor, spec: tuple, prior: tuple[float, float, float] | None,
+                *rhos: Tensor) -> Tensor:
         nus = [float_softplus(r) for r in raw.tolist()]
         out, bufs, acts, fs = _fused_forward(x, nus, spec, rhos)
         # intermediates are kept on ctx (cheaper than save_for_backward, which checks
@@ -131,7 +142,7 @@ class AdaptiveMLPFunction(torch.autograd.Function):
         # go through save_for_backward, so that a second backward (retain_graph=True)
         # can recompute them
         ctx.save_for_backward(x, *rhos)
-        ctx.bufs, ctx.acts, ctx.fs, ctx.nus, ctx.spec = bufs, acts, fs, nus, spec
+        ctx.bufs, ctx.acts, ctx.fs, ctx.nus, ctx.spec, ctx.prior = bufs, acts, fs, nus, spec, prior
         return out
 
     @staticmethod
@@ -147,14 +158,18 @@ class AdaptiveMLPFunction(torch.autograd.Function):
             # saved tensors): the next step's allocations can then reuse their memory
             ctx.bufs = ctx.acts = ctx.fs = None
         n = len(nus)
-        need = ctx.needs_input_grad
+        need = ctx.needs_input_grad[:3] + ctx.needs_input_grad[4:]  # x, raw, spec, rhos (the prior's slot left out)
+        w_coef, r_mu, r_coef = ctx.prior if ctx.prior is not None else (0.0, 0.0, 0.0)
         act_backward = _ACT_BACKWARD[activation]
         g_rho: list[Tensor | None] = [None] * (n + 1)
         g_nu: list[Tensor] = []
         g_x = None
         for layer in range(n, -1, -1):
             if need[3 + layer]:
-                g_rho[layer] = g.t().mm(bufs[layer])
+                if layer == 0 and w_coef > 0:  # fused weight prior: dL/drho + w_coef * rho in one op
+                    g_rho[0] = torch.addmm(rhos[0], g.t(), bufs[0], beta=w_coef, alpha=1.0)
+                else:
+                    g_rho[layer] = g.t().mm(bufs[layer])
             if layer == 0:
                 if need[0]:
                     g_x = g.mm(rhos[0])
@@ -174,16 +189,24 @@ class AdaptiveMLPFunction(torch.autograd.Function):
                 else:
                     s_k = torch.linalg.vecdot(t, acts[k], dim=0)
                 g_nu.append(torch.dot(s_k, positions[k] - importance_log_shift(nus[k], norms[k])))
+            if w_coef > 0 and g_rho[layer] is not None:  # fused weight prior, after s_k (likelihood only)
+                g_rho[layer].add_(rhos[layer], alpha=w_coef)
             g = act_backward(t, acts[k], slope)
         g_raw = None
         if need[1]:
             g_nu.reverse()
             dsig = torch.tensor([math.expm1(-nu) for nu in nus], dtype=g_nu[0].dtype, device=g_nu[0].device)
-            g_raw = torch.stack(g_nu).mul_(dsig)  # dL/draw = -dL/dnu * (1 - e^{-nu}), sign folded in
-        return (g_x, g_raw, None, *g_rho)
+            if r_coef > 0:  # fused rate prior, in double, rounded once to the gradient's dtype
+                extra = [r_coef * (nu - r_mu) * -math.expm1(-nu) for nu in nus]
+                prior_t = torch.tensor(extra, dtype=torch.float64, device=dsig.device).to(dsig.dtype)
+                g_raw = torch.addcmul(prior_t, torch.stack(g_nu), dsig)
+            else:
+                g_raw = torch.stack(g_nu).mul_(dsig)  # dL/draw = -dL/dnu * (1 - e^{-nu}), sign folded in
+        return (g_x, g_raw, None, None, *g_rho)
 
 
-def fused_adaptive_mlp(x: Tensor, raw: Tensor, rhos: Sequence[Tensor], specs: tuple[tuple, tuple]) -> Tensor:
+def fused_adaptive_mlp(x: Tensor, raw: Tensor, rhos: Sequence[Tensor], specs: tuple[tuple, tuple],
+                       prior: tuple[float, float, float] | None = None) -> Tensor:
     """The adaptive MLP on ``x`` of shape ``(..., in_dim)`` (any leading shape: a batch,
     the tokens ``(B, T, d)`` of a transformer, the nodes of a graph) to ``(..., out_dim)``.
 
@@ -192,12 +215,15 @@ def fused_adaptive_mlp(x: Tensor, raw: Tensor, rhos: Sequence[Tensor], specs: tu
     layers and ``specs`` is ``(spec, ext_args)``: the ``spec`` of
     :class:`AdaptiveMLPFunction` and the C++ node's arguments after ``x, raw, rhos``
     (positions, norm widths with 0 for none, activation code, slope, bias). The node is
-    the one :func:`hacn_core.awnn.fast_cpp.module` picks.
+    the one :func:`hacn_core.awnn.fast_cpp.module` picks. ``prior``: the fused prior
+    gradients ``(w_coef, mu, r_coef)`` of :class:`AdaptiveMLPFunction`, or None.
     """
     x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
     ext = fast_cpp.module()
     if ext is None:
-        out = AdaptiveMLPFunction.apply(x2, raw, specs[0], *rhos)
-    else:  # the same node in C++ (hacn_core/awnn/csrc/awnn_fused.cpp): same values, no interpreter per op
+        out = AdaptiveMLPFunction.apply(x2, raw, specs[0], prior, *rhos)
+    elif prior is None:  # the same node in C++ (hacn_core/awnn/csrc/awnn_fused.cpp): same values, no interpreter per op
         out = ext.adaptive_mlp(x2, raw, rhos, *specs[1])
+    else:
+        out = ext.adaptive_mlp(x2, raw, rhos, *specs[1], *prior)
     return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])

@@ -295,11 +295,30 @@ class AdaptiveMLP(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """``(..., in_dim) -> (..., out_dim)``: :meth:`intermediates`'s output, computed by the
         fused node (:func:`hacn_core.awnn.fast_node.fused_adaptive_mlp`) unless
-        ``config.fused`` is off or autocast is on."""
+        ``config.fused`` is off or autocast is on. In training mode the node also adds the
+        prior gradients an ``ELBOLoss(fused_priors=True)`` installed (:meth:`set_fused_prior`)."""
         if not self.config.fused or torch.is_autocast_enabled(x.device.type):
             return self.intermediates(x)[0]  # plain autograd ops (autocast handles their dtypes)
         rhos = [lin._parameters["rho"] for lin in self.layers._modules.values()]
-        return fused_adaptive_mlp(x, self._parameters["raw_rate"], rhos, self._specs())
+        # the fused prior gradients installed by ELBOLoss(fused_priors=True), while training
+        d = self.__dict__
+        prior = d.get("_fused_prior") if d["training"] else None
+        return fused_adaptive_mlp(x, self._parameters["raw_rate"], rhos, self._specs(), prior)
+
+    def set_fused_prior(self, prior: tuple[float, float, float] | None) -> None:
+        """Install (or, with None, remove) the fused prior gradients ``(w_coef, mu, r_coef)`` that the
+        fused node adds in its backward while the model trains (see
+        :class:`hacn_core.awnn.fast_node.AdaptiveMLPFunction`); :class:`hacn_core.awnn.elbo.ELBOLoss`
+        with ``fused_priors=True`` calls it. A model without it computes Eq. 14's gradients alone."""
+        if prior is not None:
+            if not self.config.fused:
+                raise ValueError("fused prior gradients need config.fused=True (the fused node adds them); "
+                                 "with fused=False use the priors in the loss (ELBOLoss(fused_priors=False))")
+            w_coef, mu, r_coef = (float(v) for v in prior)
+            if not (w_coef >= 0 and r_coef >= 0 and math.isfinite(mu)):
+                raise ValueError(f"prior={prior!r}: need w_coef >= 0, r_coef >= 0 and a finite mu")
+            prior = None if w_coef == 0 and r_coef == 0 else (w_coef, mu, r_coef)
+        self.__dict__["_fused_prior"] = prior
 
     # -- widths: Eq. 11 and Algorithm 1 -------------------------------------------
     @property

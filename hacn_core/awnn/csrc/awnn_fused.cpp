@@ -169,7 +169,7 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
   // rhos (2 .. L+2); the rest are constants of this step.
   static Tensor forward(AutogradContext* ctx, Tensor x, Tensor raw, at::TensorList rho_list,
                         std::vector<Tensor> positions, std::vector<int64_t> norms, int64_t activation, double slope,
-                        bool bias) {
+                        bool bias, double w_coef, double r_mu, double r_coef) {
     std::vector<Tensor> rhos = rho_list.vec();
     Rates rates = rates_from_raw(raw, norms);
     const std::vector<double>& nus = rates.nus;
@@ -197,6 +197,7 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
     d["bias"] = bias;
     d["ones"] = ones;
     d["zero"] = zero;
+    d["prior"] = std::vector<double>{w_coef, r_mu, r_coef};
     return r.out;
   }
 
@@ -213,6 +214,8 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
     const double slope = d["slope"].toDouble();
     const bool bias = d["bias"].toBool();
     const Tensor zero = d["zero"].toTensor();
+    const std::vector<double> prior = d["prior"].toDoubleVector();
+    const double w_coef = prior[0], r_mu = prior[1], r_coef = prior[2];
     std::vector<Tensor> bufs, acts, qs;
     if (d["released"].toBool()) {  // a second backward through this graph: recompute
       at::NoGradGuard no_grad;
@@ -238,7 +241,13 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
     std::vector<Tensor> g_nu;
     Tensor g_x;
     for (size_t layer = n + 1; layer-- > 0;) {
-      if (ctx->needs_input_grad(2 + layer)) g_rho[layer] = g.t().mm(bufs[layer]);
+      if (ctx->needs_input_grad(2 + layer)) {
+        if (layer == 0 && w_coef > 0) {  // fused weight prior: dL/drho + w_coef * rho in one op
+          g_rho[0] = at::addmm(rhos[0], g.t(), bufs[0], w_coef, 1.0);
+        } else {
+          g_rho[layer] = g.t().mm(bufs[layer]);
+        }
+      }
       if (layer == 0) {
         if (need_x) {
           g_x = g.mm(rhos[0]);
@@ -264,6 +273,8 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
         }
         g_nu.push_back(at::dot(s_k, minus(positions[k], shifts[k])));
       }
+      // fused weight prior, after s_k (which reads the likelihood's gradient alone)
+      if (w_coef > 0 && g_rho[layer].defined()) g_rho[layer].add_(rhos[layer], w_coef);
       g = activation_backward(t, acts[k], activation, slope);
     }
     Tensor g_raw;
@@ -278,12 +289,21 @@ struct AdaptiveMLPFunction : public torch::autograd::Function<AdaptiveMLPFunctio
       } else {
         factor = at::tensor(dsig, g_nu[0].options().dtype(at::kDouble)).to(g_nu[0].scalar_type());
       }
-      g_raw = at::stack(g_nu).mul_(factor);
+      if (r_coef > 0) {
+        // fused rate prior: d/draw_l of r_coef (nu_l - mu)^2 / 2 is r_coef (nu_l - mu) (1 - e^{-nu_l}),
+        // in double, rounded once to the gradient's dtype; g_raw = prior + g_nu * factor
+        std::vector<double> extra(n);
+        for (size_t l = 0; l < n; ++l) extra[l] = r_coef * (nus[l] - r_mu) * -std::expm1(-nus[l]);
+        Tensor prior_t = at::tensor(extra, g_nu[0].options().dtype(at::kDouble)).to(g_nu[0].scalar_type());
+        g_raw = at::addcmul(prior_t, at::stack(g_nu), factor);
+      } else {
+        g_raw = at::stack(g_nu).mul_(factor);
+      }
     }
     // one slot per forward argument (TensorList expanded); only x, raw and the rhos get a gradient
     variable_list out{g_x, g_raw};
     out.insert(out.end(), g_rho.begin(), g_rho.end());
-    out.resize(out.size() + 5);  // positions, norms, activation, slope, bias
+    out.resize(out.size() + 8);  // positions, norms, activation, slope, bias, w_coef, r_mu, r_coef
     return out;
   }
 };
@@ -381,11 +401,15 @@ std::vector<Tensor> prior_terms(std::vector<Tensor> rhos, std::vector<Tensor> ra
                                    r_const, per_sample_n, constants);
 }
 
+// w_coef, r_mu, r_coef: the fused prior gradients (all 0: none, the default; see AdaptiveMLPFunction's
+// docstring in hacn_core/awnn/fast_node.py): dL/drho += w_coef * rho, dL/draw_l += r_coef (nu_l - mu) sigmoid(raw_l)
 Tensor adaptive_mlp(Tensor x, Tensor raw, std::vector<Tensor> rhos, std::vector<Tensor> positions,
-                    std::vector<int64_t> norms, int64_t activation, double slope, bool bias) {
+                    std::vector<int64_t> norms, int64_t activation, double slope, bool bias, double w_coef,
+                    double r_mu, double r_coef) {
   TORCH_CHECK(rhos.size() == norms.size() + 1 && positions.size() == norms.size(),
               "adaptive_mlp: expected L + 1 rhos and L positions and norm widths");
-  return AdaptiveMLPFunction::apply(x, raw, at::TensorList(rhos), positions, norms, activation, slope, bias);
+  return AdaptiveMLPFunction::apply(x, raw, at::TensorList(rhos), positions, norms, activation, slope, bias, w_coef,
+                                    r_mu, r_coef);
 }
 
 // ``store[r0:r1, c0:c1]`` of a 2-d store, or ``store[:, r0:r1, c0:c1]`` of a 3-d one (awnn._block)
@@ -460,7 +484,10 @@ void resize_layer(Tensor rho, const Tensor& store, const c10::optional<Tensor>& 
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("adaptive_mlp", &adaptive_mlp,
-        "AWNN's adaptive MLP (Eq. 14): forward with a fused hand-written backward, one autograd node");
+        "AWNN's adaptive MLP (Eq. 14): forward with a fused hand-written backward, one autograd node",
+        pybind11::arg("x"), pybind11::arg("raw"), pybind11::arg("rhos"), pybind11::arg("positions"),
+        pybind11::arg("norms"), pybind11::arg("activation"), pybind11::arg("slope"), pybind11::arg("bias"),
+        pybind11::arg("w_coef") = 0.0, pybind11::arg("r_mu") = 0.0, pybind11::arg("r_coef") = 0.0);
   m.def("prior_terms", &prior_terms,
         "the weight and width priors of Eq. 13 in closed form, one autograd node (values and gradients of the "
         "autograd composition, bit for bit)");

@@ -43,6 +43,10 @@ from hacn_core.engine.data import synthetic_splits
 from hacn_core.engine.registry import Experiment
 
 OBJECTIVES: tuple[str, ...] = ("likelihood", "elbo")
+#: the AWNN step's named options: ``default`` (the stored runs' step, every value as before) and
+#: ``fused_priors`` (``ELBOLoss(fused_priors=True)``: the priors' gradients inside the fused node;
+#: for the ``likelihood`` objective, which has no priors, it is the default step and is not repeated)
+OPTIONS: tuple[str, ...] = ("default", "fused_priors")
 PHASES: tuple[str, ...] = ("adapting", "steady")
 #: the weight prior of the book's Table 1 runs (chapter 2) and the rate prior of Sec. 5.3 at its start
 SIGMA_THETA = 10.0
@@ -64,8 +68,13 @@ def fixed_relu6_mlp(in_dim: int, widths: Sequence[int], out_dim: int) -> nn.Sequ
 
 def measure_cells(widths: Sequence[int] = (30, 100, 400), layers: Sequence[int] = (1, 2),
                   objectives: Sequence[str] = OBJECTIVES, phases: Sequence[str] = PHASES, *, reps: int = 9,
-                  steps: int = 12, batch_size: int = 128, lr: float = 0.01, seed: int = 0) -> list[dict[str, Any]]:
-    """Time every cell (objective x layers x phase x starting width); one row per cell.
+                  steps: int = 12, batch_size: int = 128, lr: float = 0.01, seed: int = 0,
+                  options: Sequence[str] = ("default",)) -> list[dict[str, Any]]:
+    """Time every cell (objective x layers x phase x starting width); one row per cell and option.
+
+    ``options`` (:data:`OPTIONS`): the AWNN steps timed in each cell, each in every repetition beside
+    the others and the baselines (built at the first option's mean widths); a row's ``option`` says
+    which.
 
     A row has the cell's keys, ``width`` (the mean total hidden width over the timed
     blocks), the medians ``awnn_us``, ``fixed_us``, ``fixed_wd_us`` (microseconds of CPU
@@ -78,6 +87,11 @@ def measure_cells(widths: Sequence[int] = (30, 100, 400), layers: Sequence[int] 
     for p in phases:
         if p not in PHASES:
             raise ValueError(f"phase={p!r} is not allowed; allowed: {', '.join(PHASES)}")
+    for o in options:
+        if o not in OPTIONS:
+            raise ValueError(f"option={o!r} is not allowed; allowed: {', '.join(OPTIONS)}")
+    if not options:
+        raise ValueError(f"options is empty; allowed: {', '.join(OPTIONS)}")
     splits = synthetic_splits("SpiralHard", 0)
     x_tr, y_tr = splits["train"]
     n_train = len(y_tr)
@@ -118,59 +132,80 @@ def measure_cells(widths: Sequence[int] = (30, 100, 400), layers: Sequence[int] 
             for n_layers in layers:
                 for phase in phases:
                     for width in widths:
-                        torch.manual_seed(seed)
-                        model = AdaptiveMLP(AWNNConfig(in_dim=x_tr.shape[1], out_dim=out_dim,
-                                                       n_hidden_layers=n_layers, activation="relu6",
-                                                       initial_width=width))
-                        opt = torch.optim.Adam(model.parameters(), lr=lr)
-                        model.attach_optimizer(opt)
-                        if objective == "elbo":
-                            loss_fn = ELBOLoss(model, n_train, sigma_theta=SIGMA_THETA, rate_prior=RATE_PRIOR)
-                        else:
-                            loss_fn = ELBOLoss(model, n_train)
                         steady = phase == "steady"
-                        if steady:
-                            model.freeze_widths()
-
-                        def awnn_step(xb, yb, model=model, opt=opt, loss_fn=loss_fn, steady=steady):
-                            opt.zero_grad(set_to_none=True)
-                            loss_fn(model(xb), yb).backward()
-                            opt.step()
-                            if steady:
-                                model.target_widths()  # what a width update computes when none changes
-                            else:
-                                update_widths(model, opt)  # WidthCallback.on_step_end
-                            return model.widths()
-
-                        times: dict[str, list[float]] = {"awnn": [], "fixed": [], "fixed_wd": []}
+                        cell_options = [o for o in options if objective == "elbo" or o == "default"] or ["default"]
+                        steps_of = {o: awnn_step_for(o, objective, n_layers, width, steady, x_tr.shape[1], out_dim,
+                                                     n_train, lr, seed) for o in cell_options}
+                        times: dict[str, list[float]] = {"fixed": [], "fixed_wd": []}
+                        times.update({o: [] for o in cell_options})
                         total_widths: list[float] = []
                         for rep in range(reps):
-                            t, seen = time_block(awnn_step)
-                            mean_w = [max(1, round(statistics.fmean(w[i] for w in seen))) for i in range(n_layers)]
+                            order = cell_options if rep % 2 == 0 else cell_options[::-1]
+                            mean_w: list[int] = []
+                            for o in order:
+                                t, seen = time_block(steps_of[o])
+                                times[o].append(t)
+                                if o == cell_options[0]:
+                                    mean_w = [max(1, round(statistics.fmean(w[i] for w in seen)))
+                                              for i in range(n_layers)]
                             total_widths.append(sum(mean_w))
                             wd = 1.0 / SIGMA_THETA**2
                             if rep % 2 == 0:
                                 f, fw = fixed_block(mean_w, 0.0), fixed_block(mean_w, wd)
                             else:
                                 fw, f = fixed_block(mean_w, wd), fixed_block(mean_w, 0.0)
-                            times["awnn"].append(t)
                             times["fixed"].append(f)
                             times["fixed_wd"].append(fw)
-                        r_f = [a / b for a, b in zip(times["awnn"], times["fixed"])]
-                        r_w = [a / b for a, b in zip(times["awnn"], times["fixed_wd"])]
                         med = statistics.median
-                        rows.append({
-                            "objective": objective, "layers": n_layers, "phase": phase, "start_width": width,
-                            "width": round(statistics.fmean(total_widths) / n_layers),
-                            "awnn_us": 1e6 * med(times["awnn"]), "fixed_us": 1e6 * med(times["fixed"]),
-                            "fixed_wd_us": 1e6 * med(times["fixed_wd"]), "awnn/fixed": med(r_f),
-                            "awnn/fixed+wd": med(r_w), "ratio": med(r_w) if objective == "elbo" else med(r_f),
-                            "node": fast_cpp.active_backend(), "reps": reps})
+                        for o in cell_options:
+                            r_f = [a / b for a, b in zip(times[o], times["fixed"])]
+                            r_w = [a / b for a, b in zip(times[o], times["fixed_wd"])]
+                            row = {
+                                "objective": objective, "layers": n_layers, "phase": phase, "start_width": width,
+                                "width": round(statistics.fmean(total_widths) / n_layers),
+                                "awnn_us": 1e6 * med(times[o]), "fixed_us": 1e6 * med(times["fixed"]),
+                                "fixed_wd_us": 1e6 * med(times["fixed_wd"]), "awnn/fixed": med(r_f),
+                                "awnn/fixed+wd": med(r_w), "ratio": med(r_w) if objective == "elbo" else med(r_f),
+                                "node": fast_cpp.active_backend(), "reps": reps}
+                            if options != ("default",) and list(options) != ["default"]:
+                                row["option"] = o
+                            rows.append(row)
     finally:
         torch.set_num_threads(threads)
         if flush:
             torch.set_flush_denormal(False)
     return rows
+
+
+def awnn_step_for(option: str, objective: str, n_layers: int, width: int, steady: bool, in_dim: int, out_dim: int,
+                  n_train: int, lr: float, seed: int):
+    """A fresh AWNN (seeded) and its training step with ``option`` (:data:`OPTIONS`): zero the
+    gradients, forward, the loss, backward, Adam, then the width update (``steady``: the widths frozen,
+    the quantile widths alone). The step returns the widths it trained."""
+    torch.manual_seed(seed)
+    model = AdaptiveMLP(AWNNConfig(in_dim=in_dim, out_dim=out_dim, n_hidden_layers=n_layers, activation="relu6",
+                                   initial_width=width))
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.attach_optimizer(opt)
+    fused = option == "fused_priors"
+    if objective == "elbo":
+        loss_fn = ELBOLoss(model, n_train, sigma_theta=SIGMA_THETA, rate_prior=RATE_PRIOR, fused_priors=fused)
+    else:
+        loss_fn = ELBOLoss(model, n_train)
+    if steady:
+        model.freeze_widths()
+
+    def awnn_step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(xb), yb).backward()
+        opt.step()
+        if steady:
+            model.target_widths()  # what a width update computes when none changes
+        else:
+            update_widths(model, opt)  # WidthCallback.on_step_end
+        return model.widths()
+
+    return awnn_step
 
 
 def cells_table(rows: Sequence[dict[str, Any]], before: Sequence[dict[str, Any]] | None = None):
@@ -183,16 +218,18 @@ def cells_table(rows: Sequence[dict[str, Any]], before: Sequence[dict[str, Any]]
     if not rows:
         raise ValueError("no cells to tabulate: measure_cells returned no rows")
     key = ("objective", "layers", "phase", "start_width")
+    index = list(key) + (["option"] if any("option" in r for r in rows) else [])
     table = pd.DataFrame([{
         "objective": r["objective"], "layers": r["layers"], "phase": r["phase"], "start_width": r["start_width"],
+        **({"option": r.get("option", "default")} if len(index) > len(key) else {}),
         "width/layer": r["width"], "AWNN (us/step)": r["awnn_us"], "fixed (us/step)": r["fixed_us"],
         "fixed+wd (us/step)": r["fixed_wd_us"], "AWNN / fixed": r["awnn/fixed"],
         "AWNN / fixed+wd": r["awnn/fixed+wd"], "ratio": r["ratio"], f"<= {TARGET_RATIO}": r["ratio"] <= TARGET_RATIO,
-    } for r in rows]).set_index(list(key))
-    if before is not None:
-        old = {tuple(r[k] for k in key): r["ratio"] for r in before}
+    } for r in rows]).set_index(index)
+    if before is not None:  # an earlier run's ratio of the same cell (its default step)
+        old = {tuple(r[k] for k in key): r["ratio"] for r in before if r.get("option", "default") == "default"}
         table.insert(table.columns.get_loc("ratio"), "ratio before",
-                     [old.get(idx, float("nan")) for idx in table.index])
+                     [old.get(tuple(idx[:len(key)]), float("nan")) for idx in table.index])
     return table
 
 
@@ -226,6 +263,50 @@ def stored_rows(result: Any) -> list[dict[str, Any]]:
     curves = result.curves
     return [{k: curves[k][i] for k in ROW_KEYS} for i in range(len(curves["ratio"]))]
 
+
+FAST_ID = "awnn-step-cells-fast"
+FAST_ROW_KEYS: tuple[str, ...] = ROW_KEYS + ("option",)
+
+
+def fast_config(profile: str) -> dict[str, Any]:
+    """:func:`cells_config` with every step option of :data:`OPTIONS` timed side by side."""
+    return cells_config(profile) | {"options": list(OPTIONS)}
+
+
+def measure_fast_stored(config: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The train function of ``awnn-step-cells-fast``: :func:`measure_cells` with ``config["options"]``;
+    a metric per cell and option (``<objective>/<layers>/<phase>/<width>/<option>``)."""
+    rows = measure_cells(config["widths"], config["layers"], reps=config["reps"], steps=config["steps"],
+                         seed=config["seed"], options=tuple(config["options"]))
+    for r in rows:
+        r.setdefault("option", "default")
+    metrics = {f"{r['objective']}/{r['layers']}/{r['phase']}/{r['start_width']}/{r['option']}": r["ratio"]
+               for r in rows}
+    best: dict[tuple, float] = {}
+    for r in rows:
+        k = (r["objective"], r["layers"], r["phase"], r["start_width"])
+        best[k] = min(best.get(k, float("inf")), r["ratio"])
+    metrics["cells_at_target"] = sum(v <= TARGET_RATIO for v in best.values())  # with the best option per cell
+    metrics["cells"] = len(best)
+    return {"metrics": metrics, "curves": {k: [r[k] for r in rows] for k in FAST_ROW_KEYS}, "device": "cpu"}
+
+
+def stored_fast_rows(result: Any) -> list[dict[str, Any]]:
+    """The rows of a stored ``awnn-step-cells-fast`` result."""
+    curves = result.curves
+    return [{k: curves[k][i] for k in FAST_ROW_KEYS} for i in range(len(curves["ratio"]))]
+
+
+FAST = Experiment(
+    id=FAST_ID,
+    title="AWNN: per-step cost against a fixed MLP, cell by cell, each named step option side by side",
+    train=measure_fast_stored,
+    configs={p: (lambda p=p: [fast_config(p)]) for p in ("smoke", "book", "paper")},
+    setting={"smoke": "1 layer, width 30, 2 repetitions x 2 steps, every step option",
+             "book": "as awnn-step-cells (book), with the step options default and fused_priors timed side by "
+                     "side in every repetition",
+             "paper": "as the book: the measurement has no reduced setting"},
+)
 
 CELLS = Experiment(
     id=CELLS_ID,
