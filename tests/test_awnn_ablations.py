@@ -416,3 +416,19 @@ def test_width_at_steps_counts_optimizer_steps():
     assert table.loc[("ReLU6", 32, 0), ("4,000 steps", "test acc (%)")] == pytest.approx(10.4)
     # batch 1024: 400 steps in all, so 1,000 and 4,000 are past the end
     assert math.isnan(table.loc[("ReLU6", 1024, 0), ("1,000 steps", "width")])
+
+
+def test_cost_table_counts_runs_and_cpu_minutes_per_cell():
+    from hacn_core.awnn.studies import ablations_report as report
+    from hacn_core.engine.results import RunResult
+
+    def run(seed, cpu_s, batch=128):
+        config = {"activation": "relu6", "batch_size": batch, "rate_init": 0.01, "seed": seed}
+        metrics = {} if cpu_s is None else {"cpu_s": cpu_s}
+        return RunResult(experiment="awnn-ablations", config=config, config_hash=str(seed), seed=seed,
+                         metrics=metrics, curves={}, provenance={})
+
+    table = report.cost_table([run(0, 60.0), run(1, 180.0), run(2, None), run(0, 30.0, batch=32)])
+    cell = table.loc[("stability", "ReLU6", "batch 128, rate 0.01")]
+    assert cell["runs"] == 2 and cell["CPU minutes per run"] == 2.0 and cell["CPU minutes in all"] == 4.0
+    assert table.loc[("stability", "ReLU6", "batch 32, rate 0.01"), "CPU minutes in all"] == 0.5

@@ -142,10 +142,10 @@ def run_table(results: Sequence[RunResult]):
         c, m = r.config, r.metrics
         rows.append({"activation": ACTIVATION_LABELS[c["activation"]], "batch": c["batch_size"],
                      "rate": c["rate_init"], "start": m["start_width"], "peak": m["max_width"],
-                     "tail width": m["tail_width"], "settled at": m["settle_epoch"],
+                     "tail width": round(m["tail_width"], 1), "settled at": m["settle_epoch"],
                      "late drift (%)": 100 * m["late_drift"], "jitter": m["tail_jitter"],
                      "test acc end (%)": 100 * m["final_test_acc"], "test acc best-val (%)": 100 * m["test_acc"],
-                     "cpu_s": m["cpu_s"]})
+                     "CPU time (s)": round(m["cpu_s"])})
     if not rows:
         return pd.DataFrame()
     frame = pd.DataFrame(rows).groupby(["activation", "batch", "rate"], sort=False).mean().round(2)
@@ -283,7 +283,7 @@ def fixed_plus_failures(fixed_plus: Sequence[RunResult], threshold: float = 0.9)
 
 
 def cost_table(results: Sequence[RunResult]):
-    """Measured CPU seconds per run (one thread): per experiment group, mean, count and sum."""
+    """Measured CPU time per run (one thread) per experiment group: runs, mean and total CPU minutes."""
     import pandas as pd
 
     rows = []
@@ -294,11 +294,13 @@ def cost_table(results: Sequence[RunResult]):
         else:
             cell = f"batch {c['batch_size']}, rate {c['rate_init']:g}"
             group = ("stability", ACTIVATION_LABELS[c["activation"]], cell)
-        rows.append({"study": group[0], "group": group[1], "cell": group[2], "cpu_s": r.metrics.get("cpu_s", np.nan)})
+        if "cpu_s" in r.metrics:  # runs stored before the trainer recorded CPU time have none
+            rows.append({"study": group[0], "group": group[1], "cell": group[2], "cpu_min": r.metrics["cpu_s"] / 60})
     if not rows:
         return pd.DataFrame()
-    frame = pd.DataFrame(rows)
-    return frame.groupby(["study", "group", "cell"], sort=False)["cpu_s"].agg(["mean", "count", "sum"]).round(1)
+    grouped = pd.DataFrame(rows).groupby(["study", "group", "cell"], sort=False)["cpu_min"]
+    return pd.DataFrame({"runs": grouped.count(), "CPU minutes per run": grouped.mean().round(1),
+                         "CPU minutes in all": grouped.sum().round(1)})
 
 
 def cell_key(config: dict[str, Any]) -> tuple:
@@ -343,7 +345,7 @@ def long_run_table(long: Sequence[RunResult], short: Sequence[RunResult]):
                     "same first epochs": same_prefix(r, book)}
         row |= {f"tail, {c['epochs']:,} epochs": round(m["tail_width"]), "settled at": m["settle_epoch"],
                 "late drift (%)": round(100 * m["late_drift"], 1), "test acc end (%)": round(100 * m["final_test_acc"], 1),
-                "cpu_s": round(m["cpu_s"])}
+                "CPU time (s)": round(m["cpu_s"])}
         rows.append(row)
     return pd.DataFrame(rows).set_index(["activation", "batch", "rate"]) if rows else pd.DataFrame()
 
