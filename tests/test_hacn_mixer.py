@@ -190,7 +190,7 @@ def test_tables_put_the_papers_values_beside_ours():
     assert corr.loc["all L weights", "mean Pearson (%)"] == pytest.approx(
         100 * np.corrcoef([0.3, 0.2, 0.1], [0.3, 0.2, 0.11])[0, 1])
     table = hmr.comparison_table(results)
-    assert list(table.index) == ["ResNet", "H-ACN"] and table.loc["ResNet", "Gamma"] == "-"
+    assert list(table.index) == ["ResNet", "H-ACN"] and table.loc["ResNet", "Γ"] == "-"
 
 
 def test_step_costs_are_measured_for_every_architecture_side_by_side(tmp_path):

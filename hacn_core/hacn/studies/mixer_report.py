@@ -158,7 +158,7 @@ def comparison_table(results: Sequence[RunResult], cost: RunResult | None = None
             "architecture": RULE_LABELS[key],
             "test acc (%)": _est([x["test_accuracy"] for x in m], 100.0),
             "half-depth exit acc (%)": _est([x["first_half_exit_accuracy"] for x in m], 100.0),
-            "Gamma": _est([x["gamma"] for x in m], digits=3) if "gamma" in m[0] else "-",
+            "Γ": _est([x["gamma"] for x in m], digits=3) if "gamma" in m[0] else "-",
             "parameters": m[0]["parameters"],
         }
         if cost is not None and f"{key}/ms_per_step" in cost.metrics:
@@ -181,7 +181,7 @@ def step_cost_table(cost: RunResult):
     import pandas as pd
 
     c = cost.metrics
-    return pd.DataFrame({key: {"ms / step": c[f"{key}/ms_per_step"],
+    return pd.DataFrame({RULE_LABELS[key]: {"ms / step": c[f"{key}/ms_per_step"],
                                "step time / ResNet": c[f"{key}/ratio_to_resnet"],
                                "saved activations (MB / batch)": c[f"{key}/saved_activation_bytes"] / 2**20}
                          for key in RULE_LABELS if f"{key}/ms_per_step" in c}).T
