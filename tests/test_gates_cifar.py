@@ -228,3 +228,9 @@ def test_cost_table_reads_wall_time_off_the_runs():
     table = gcr.cost_table(runs)
     assert table.iloc[0]["runs"] == 2 and table.iloc[0]["minutes per run"] == 2.5
     assert table.iloc[-1]["network"] == "all" and table.iloc[-1]["minutes in all"] == 5.0
+
+
+def test_table_names_read_as_the_paper_writes_them():
+    from hacn_core.gates.studies.cifar_report import _table_names
+
+    assert _table_names(["gates/table4/x", "gates/table3/y", "gates/table3/z"]) == "Table 3, Table 4"

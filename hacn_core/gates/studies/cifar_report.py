@@ -32,6 +32,11 @@ def paper_value(dataset: str, model: str, variant: str) -> float | None:
     return item(ids[0]).paper_value if ids else None
 
 
+def _table_names(ids) -> str:
+    """The paper's tables an item id list names, as the paper writes them: ``gates/table3/...`` -> "Table 3"."""
+    return ", ".join(sorted({i.split("/")[1].replace("table", "Table ") for i in ids}))
+
+
 # ----------------------------------------------------------------------------- tables
 
 
@@ -69,7 +74,7 @@ def comparison_table(results: Sequence[RunResult]):
         ids = paper_item_ids(pd_, pm, variant)
         rows.append({
             "dataset": dataset, "model": MODEL_LABELS.get(model, model), "variant": VARIANT_LABELS[variant],
-            "paper cell": f"{MODEL_LABELS[pm]}, {pd_}", "tables": ", ".join(sorted({i.split('/')[1] for i in ids})),
+            "paper cell": f"{MODEL_LABELS[pm]}, {pd_}", "tables": _table_names(ids),
             "paper (%)": paper_value(pd_, pm, variant), "ours (%)": 100 * g["test_error"].mean(),
             "std": 100 * g["test_error"].std(ddof=1) if len(g) > 1 else np.nan, "seeds": len(g),
             "mean k": g["mean_k"].mean() if "mean_k" in g else np.nan,
@@ -99,7 +104,7 @@ def paper_cells_table(results: Sequence[RunResult] = ()):
             ids = paper_item_ids(dataset, model, variant)
             mine = ours.get((dataset, model, variant), [])
             rows.append({"dataset": dataset, "model": MODEL_LABELS[model], "variant": VARIANT_LABELS[variant],
-                         "tables": ", ".join(sorted({i.split('/')[1] for i in ids})),
+                         "tables": _table_names(ids),
                          "paper (%)": paper_value(dataset, model, variant),
                          "ours (%)": float(np.mean(mine)) if mine else np.nan, "seeds": len(mine)})
     return pd.DataFrame.from_records(rows)
