@@ -50,22 +50,22 @@ How the book size was chosen (measured, one CPU thread)
 --------------------------------------------------------
 ``benchmarks/bench_transformer_studies.py`` times one AdamW step of each rule at
 the book size, interleaved (process CPU time, one thread, median of 5 repeats x 3
-steps, batch 32 x 128 tokens; on this project's 2-core machine while two other
-trainings ran):
+steps, batch 32 x 128 tokens, AdamW with clipping; on this project's 2-core
+machine while two other trainings ran):
 
 =========  ===========  ===============
 rule       ms / step    ratio to ResNet
 =========  ===========  ===============
-resnet     460          1.00
-acn        468          1.02
-hacn       463          1.01
+resnet     479          1.00
+acn        480          1.00
+hacn       493          1.02
 =========  ===========  ===============
 
-(d 96 took 733-755 ms a step.) At about 0.46 s a step, 2,500 steps are about 19
-CPU-minutes of training; the periodic losses (11 x 512 windows, forward only),
-the final layer-wise perplexity (871 validation windows) and the cloze (300 items
-at 3 noise levels) add about a minute: about 20 CPU-minutes a run, 9 runs (3 rules
-x 3 seeds) about 3 CPU-hours.
+(d 96 took 733-755 ms a step without clipping.) At about 0.48 s a step, 2,500
+steps are 20.0-20.5 CPU-minutes of training; the periodic losses (11 x 512
+windows, forward only), the final layer-wise perplexity (871 validation windows)
+and the cloze (300 items at 3 noise levels) add about a minute: about 21.5
+CPU-minutes a run, 9 runs (3 rules x 3 seeds) about 3.2 CPU-hours.
 
 ``smoke``: 2 layers, d 16, sequence 96, 20 steps, a 16-item cloze, seed 0: seconds.
 """
@@ -473,8 +473,8 @@ EXPERIMENT = Experiment(
         "book": f"12-layer character-level decoder with RoPE, d 64, 4 heads, MLP 256, sequence 128 (0.60M "
                 f"parameters) on Tiny Shakespeare, {BOOK_STEPS:,} steps of batch 32 (10.2M tokens), AdamW 1e-3 "
                 "(0.9, 0.95), wd 0.01, cosine 5% warmup, clipping 1.0, no dropout, seeds 0-2; 300-item cloze at "
-                "p = 0, 0.01, 0.03. Sized from a measured 0.46 s per step on one CPU thread (ResNet 460 ms, ACN 468, "
-                "H-ACN 463): about 20 CPU-minutes a run, 3 CPU-hours for the 9 runs",
+                "p = 0, 0.01, 0.03. Sized from a measured 0.48 s per step on one CPU thread (ResNet 479 ms, ACN 480, "
+                "H-ACN 493): about 21.5 CPU-minutes a run, 3.2 CPU-hours for the 9 runs",
         "paper": "Table 4's GPT-2 (24 layers, d 768, RoPE, 208.54M) on OpenWebText2, Table 5's training (240k steps, "
                  "batch 128 x 4 accumulation, AdamW 1e-3 (0.9, 0.95), wd 0.01, cosine 5% warmup, clipping 1.0, bf16), "
                  "seeds 0-2",

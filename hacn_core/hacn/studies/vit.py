@@ -38,19 +38,20 @@ How the book size was chosen (measured, one CPU thread)
 --------------------------------------------------------
 ``benchmarks/bench_transformer_studies.py`` times one AdamW step of each rule at
 the book size, interleaved (process CPU time, one thread, median of 5 repeats x 3
-steps, batch 128; on this project's 2-core machine while two other trainings ran):
+steps, batch 128, AdamW with clipping; on this project's 2-core machine while two
+other trainings ran):
 
-=========  ===========  =============
+=========  ===========  ===============
 rule       ms / step    ratio to ResNet
-=========  ===========  =============
-resnet     179          1.00
-acn        176          0.98
-hacn       185          1.03
-=========  ===========  =============
+=========  ===========  ===============
+resnet     181          1.00
+acn        177          0.99
+hacn       186          1.03
+=========  ===========  ===============
 
 (a patch-4 ViT, 49 tokens at width 64 / MLP 128, took 441 ms a step: 2.4x the
 cost for the same depth, so the book keeps the Mixer study's patch 7.) At about
-0.18 s a step, 15 epochs (6,450 steps) are about 19.5 CPU-minutes of training,
+0.18 s a step, 15 epochs (6,450 steps) are 19.1-20.0 CPU-minutes of training,
 plus about a minute of evaluation (validation every epoch, then the test set
 clean, layer-wise and at four noise levels): about 21 CPU-minutes a run, 9 runs
 (3 rules x 3 seeds) about 3.1 CPU-hours.
@@ -360,7 +361,7 @@ EXPERIMENT = Experiment(
         "smoke": "2-layer ViT (width 16), 512 Fashion-MNIST images, 1 epoch, seed 0",
         "book": f"12-layer ViT, width 64, 4 heads, MLP 256, patch 7 (0.60M parameters) on all 55,000 Fashion-MNIST "
                 f"training images, {BOOK_EPOCHS} epochs at batch 128 (6,450 steps), AdamW 1e-3 cosine, seeds 0-2; "
-                "sized from a measured 0.18 s per step on one CPU thread (ResNet 179 ms, ACN 176, H-ACN 185): "
+                "sized from a measured 0.18 s per step on one CPU thread (ResNet 181 ms, ACN 177, H-ACN 186): "
                 "about 21 CPU-minutes a run, 3.1 CPU-hours for the 9 runs",
         "paper": "ViT-S/16 (Beyer et al. 2022) on ImageNet-1k, 300 epochs, batch 1024, AdamW 1e-3 (wd 1e-4 "
                  "decoupled), cosine with 10k warmup steps, clipping 1.0, Inception crop + RandAugment, seeds 0-2",
