@@ -16,21 +16,11 @@ from hacn_core.engine.results import ResultsStore, RunContext
 from hacn_core.engine.training import Callback, TrainingInterrupted
 from hacn_core.hacn.connectivity import total_connectivity_strength
 from hacn_core.hacn.studies import decoder as hd
+from hacn_core.hacn.studies.common import NOISE_STDS
 from hacn_core.hacn.studies import mixer as hm
 from hacn_core.hacn.studies import vit as hv
 from hacn_core.hacn.text import tiny_shakespeare
-
-
-def _fake_images(name: str, train: bool = True):
-    """28x28 greyscale images whose class lights up one 7x7 patch (a ViT with patch 7 learns it quickly)."""
-    gen = torch.Generator().manual_seed(1 if train else 2)
-    n = 1200 if train else 300
-    y = torch.randint(0, 10, (n,), generator=gen)
-    X = torch.rand(n, 1, 28, 28, generator=gen) * 0.2
-    for i, label in enumerate(y.tolist()):
-        r, c = 7 * (label // 4), 7 * (label % 4)
-        X[i, 0, r:r + 7, c:c + 7] += 0.8
-    return X, y
+from test_hacn_mixer import _fake_images  # 28x28 images whose class lights up one 7x7 patch
 
 
 @pytest.fixture
@@ -58,11 +48,18 @@ def _interrupting_fit(at: int):
 TIMINGS = ("seconds", "seconds_per_epoch")
 
 
-def _same_result(a: dict, b: dict) -> None:
-    assert {k: v for k, v in a["metrics"].items() if k not in TIMINGS} == \
-        {k: v for k, v in b["metrics"].items() if k not in TIMINGS}
-    assert {k: v for k, v in a["curves"].items() if k != "time_s"} == \
-        {k: v for k, v in b["curves"].items() if k != "time_s"}
+def _check_resume(study, train, config: dict, at: int, tmp_path, monkeypatch) -> None:
+    """``train`` interrupted (SIGINT) after step ``at`` and run again ends with the uninterrupted result."""
+    straight = train(config, RunContext(study.EXPERIMENT_ID, tmp_path / "a", progress=False))
+    monkeypatch.setattr(study, "fit", _interrupting_fit(at))
+    with pytest.raises(TrainingInterrupted) as info:
+        train(config, RunContext(study.EXPERIMENT_ID, tmp_path / "b", progress=False))
+    assert info.value.step == at and info.value.saved
+    monkeypatch.setattr(study, "fit", training.fit)
+    resumed = train(config, RunContext(study.EXPERIMENT_ID, tmp_path / "b", progress=False))
+    for part, timed in (("metrics", TIMINGS), ("curves", ("time_s",))):
+        assert {k: v for k, v in straight[part].items() if k not in timed} == \
+            {k: v for k, v in resumed[part].items() if k not in timed}
 
 
 # ----------------------------------------------------------------------------- ViT
@@ -79,8 +76,8 @@ def test_vit_smoke_profile_runs_into_a_temp_store(fake_images, tmp_path):
         # the last exit of the one-pass layer-wise evaluation is the model's ordinary output
         assert m["final_exit_accuracy"] == c["layerwise_test_accuracy"][-1] == pytest.approx(m["test_accuracy"])
         assert all(0.0 <= a <= 1.0 for a in c["layerwise_test_accuracy"])
-        assert [f"noise_accuracy/{s:g}" for s in hv.NOISE_STDS] == [k for k in m if k.startswith("noise_accuracy/")]
-        assert all(0.0 <= m[f"noise_accuracy/{s:g}"] <= 1.0 for s in hv.NOISE_STDS)
+        assert [f"noise_accuracy/{s:g}" for s in NOISE_STDS] == [k for k in m if k.startswith("noise_accuracy/")]
+        assert all(0.0 <= m[f"noise_accuracy/{s:g}"] <= 1.0 for s in NOISE_STDS)
         assert len(c["train_loss"]) == len(c["val_accuracy"]) == r.config["epochs"]
         assert m["parameters"] > 0 and m["saved_activation_bytes"] > 0
         assert ("gamma" in m) == (r.config["rule"] == "hacn")
@@ -106,38 +103,48 @@ def test_vit_learns_and_its_exits_are_the_truncated_outputs(fake_images, tmp_pat
 
 
 def test_vit_resumed_run_equals_an_uninterrupted_one(fake_images, tmp_path, monkeypatch):
-    config = hv.make_config("hacn", 0, profile="smoke", epochs=2)
-    straight = hv.train_hacn_vit(config, RunContext(hv.EXPERIMENT_ID, tmp_path / "a", progress=False))
-    monkeypatch.setattr(hv, "fit", _interrupting_fit(5))
-    with pytest.raises(TrainingInterrupted) as info:
-        hv.train_hacn_vit(config, RunContext(hv.EXPERIMENT_ID, tmp_path / "b", progress=False))
-    assert info.value.step == 5 and info.value.saved
-    monkeypatch.setattr(hv, "fit", training.fit)
-    resumed = hv.train_hacn_vit(config, RunContext(hv.EXPERIMENT_ID, tmp_path / "b", progress=False))
-    _same_result(straight, resumed)
+    _check_resume(hv, hv.train_hacn_vit, hv.make_config("hacn", 0, profile="smoke", epochs=2), 5, tmp_path,
+                  monkeypatch)
 
 
 def test_vit_configurations_and_errors():
-    book = hv.book_configs()
+    book = hv.EXPERIMENT.configs["book"]()
     assert len(book) == 9 and {c["num_layers"] for c in book} == {12}
     assert {(c["rule"], c["alpha_mu"]) for c in book} == {("resnet", None), ("acn", None), ("hacn", 0.25)}
     paper = hv.make_config("hacn", 0, profile="paper")
     assert (paper["dataset"], paper["dim"], paper["patch_size"], paper["epochs"]) == ("ImageNet", 384, 16, 300)
     assert hv.make_config("hacn_code_vit", 0)["alpha_mu"] == 0.5
-    with pytest.raises(ValueError, match="rule='skip'.*allowed: resnet, acn, hacn, hacn_code_vit"):
-        hv.check_config(hv.make_config("skip", 0))
-    with pytest.raises(ValueError, match="dataset='CIFAR10'.*allowed: FashionMNIST, ImageNet"):
-        hv.check_config(hv.make_config("hacn", 0, dataset="CIFAR10"))
-    with pytest.raises(ValueError, match="num_layers=0 must be a positive integer"):
-        hv.check_config(hv.make_config("hacn", 0, num_layers=0))
-    with pytest.raises(ValueError, match="FashionMNIST has 10 classes"):
-        hv.check_config(hv.make_config("hacn", 0, image_size=32))
-    with pytest.raises(ValueError, match=r"unknown configuration keys \['depth'\]"):
-        hv.make_config("hacn", 0, depth=3)
-    with pytest.raises(ValueError, match="profile='huge'"):
-        hv.make_config("hacn", 0, profile="huge")
-    with pytest.raises(ValueError, match="alpha_mu=None: the rules hacn, hacn_code_vit need a number"):
-        hv.check_config(hv.make_config("hacn", 0, alpha_mu=None) | {"alpha_mu": None})
+BAD_CONFIGS = [  # (study, rule, overrides, the error's words)
+    (hv, "skip", {}, "rule='skip'.*allowed: resnet, acn, hacn, hacn_code_vit"),
+    (hv, "hacn", {"dataset": "CIFAR10"}, "dataset='CIFAR10'.*allowed: FashionMNIST, ImageNet"),
+    (hv, "hacn", {"num_layers": 0}, "num_layers=0 must be a positive integer"),
+    (hv, "hacn", {"test_subset": -1}, "test_subset=-1 must be None or a positive integer"),
+    (hv, "hacn", {"image_size": 32}, "FashionMNIST has 10 classes"),
+    (hv, "hacn", {"alpha_mu": None}, "alpha_mu=None: the rules hacn, hacn_code_vit need a number"),
+    (hv, "acn", {"warmup_fraction": 1.5}, r"warmup_fraction=1.5 must be in \[0, 1\)"),
+    (hd, "skip", {}, "rule='skip'.*allowed: resnet, acn, hacn, hacn_code_gpt"),
+    (hd, "hacn", {"eval_every_steps": 30}, "eval_every_steps=30 must be a multiple of record_every_steps=25"),
+    (hd, "hacn", {"vocab_size": 100}, "vocab_size=100: Tiny Shakespeare has 65 characters"),
+    (hd, "hacn", {"dropout": 1.5}, "dropout=1.5 must be in"),
+    (hd, "hacn", {"steps": 0}, "steps=0 must be a positive integer"),
+    (hd, "hacn", {"cloze_items": -2}, "cloze_items=-2 must be an integer >= 0"),
+    (hd, "resnet", {"alpha_mu": 0.5}, "alpha_mu=0.5: the rules hacn, hacn_code_gpt need a number, the others None"),
+]
+
+
+@pytest.mark.parametrize("study,rule,overrides,words", BAD_CONFIGS)
+def test_bad_configuration_values_are_named(study, rule, overrides, words):
+    config = study.make_config(rule, 0) | overrides
+    with pytest.raises(ValueError, match=words):
+        study.check_config(config)
+
+
+@pytest.mark.parametrize("study,key", [(hv, "depth"), (hd, "layers")])
+def test_unknown_keys_and_profiles_are_refused(study, key):
+    with pytest.raises(ValueError, match=rf"unknown configuration keys \['{key}'\]"):
+        study.make_config("hacn", 0, **{key: 3})
+    with pytest.raises(ValueError, match="profile='huge'.*allowed: smoke, book, paper"):
+        study.make_config("hacn", 0, profile="huge")
 
 
 def test_missing_imagenet_says_how_to_get_it(tmp_path):
@@ -186,14 +193,7 @@ def test_decoder_learns_and_its_last_exit_is_the_forward_loss(tmp_path):
 
 def test_decoder_resumed_run_equals_an_uninterrupted_one(tmp_path, monkeypatch):
     config = hd.make_config("hacn", 0, profile="smoke", dropout=0.1)  # dropout: the random state is resumed too
-    straight = hd.train_hacn_decoder(config, RunContext(hd.EXPERIMENT_ID, tmp_path / "a", progress=False))
-    monkeypatch.setattr(hd, "fit", _interrupting_fit(7))
-    with pytest.raises(TrainingInterrupted) as info:
-        hd.train_hacn_decoder(config, RunContext(hd.EXPERIMENT_ID, tmp_path / "b", progress=False))
-    assert info.value.step == 7 and info.value.saved
-    monkeypatch.setattr(hd, "fit", training.fit)
-    resumed = hd.train_hacn_decoder(config, RunContext(hd.EXPERIMENT_ID, tmp_path / "b", progress=False))
-    _same_result(straight, resumed)
+    _check_resume(hd, hd.train_hacn_decoder, config, 7, tmp_path, monkeypatch)
 
 
 def test_token_windows_are_shifted_slices_drawn_by_index():
@@ -214,7 +214,7 @@ def test_token_windows_are_shifted_slices_drawn_by_index():
 
 
 def test_decoder_configurations_and_errors(tmp_path):
-    book = hd.book_configs()
+    book = hd.EXPERIMENT.configs["book"]()
     assert len(book) == 9 and {c["num_layers"] for c in book} == {12}
     assert {(c["rule"], c["alpha_mu"]) for c in book} == {("resnet", None), ("acn", None), ("hacn", 0.25)}
     paper = hd.make_config("hacn", 0, profile="paper")
@@ -223,17 +223,5 @@ def test_decoder_configurations_and_errors(tmp_path):
     with torch.device("meta"):
         assert sum(p.numel() for p in hd.build_model(paper).parameters()) == 208_540_416 + 48  # Table 4 + a_i, DepthLN
     assert hd.make_config("hacn_code_gpt", 0)["alpha_mu"] == 1.0
-    with pytest.raises(ValueError, match="rule='skip'.*allowed: resnet, acn, hacn, hacn_code_gpt"):
-        hd.check_config(hd.make_config("skip", 0))
-    with pytest.raises(ValueError, match="eval_every_steps=30 must be a multiple of record_every_steps=25"):
-        hd.check_config(hd.make_config("hacn", 0, eval_every_steps=30))
-    with pytest.raises(ValueError, match="vocab_size=100: Tiny Shakespeare has 65 characters"):
-        hd.check_config(hd.make_config("hacn", 0, vocab_size=100))
-    with pytest.raises(ValueError, match="dropout=1.5 must be in"):
-        hd.check_config(hd.make_config("hacn", 0, dropout=1.5))
-    with pytest.raises(ValueError, match="steps=0 must be a positive integer"):
-        hd.check_config(hd.make_config("hacn", 0, steps=0))
-    with pytest.raises(ValueError, match=r"unknown configuration keys \['layers'\]"):
-        hd.make_config("hacn", 0, layers=3)
     with pytest.raises(DatasetMissingError, match=r"OpenWebText2 tokens not found.*GPT-2 BPE.*uint16"):
         hd.load_corpus(paper, root=tmp_path)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,72 @@ KEEP_MODELS_ENV = "HACN_KEEP_MODELS"  # a folder: keep each trained model's weig
 #: two stronger levels), in units of the standardised inputs (unit variance per channel)
 NOISE_STDS: tuple[float, ...] = (0.1, 0.3, 0.5, 1.0)
 NOISE_SEED = 1234  # the same noise for every run, so rules are compared on identical noisy images
+
+
+def rule_grid(make_config: Callable[..., dict[str, Any]], rules: Sequence[str],
+              seeds: Sequence[int] = (0, 1, 2)) -> dict[str, Callable[[], list[dict[str, Any]]]]:
+    """An experiment's ``configs``: per profile, ``make_config(rule, seed, profile=...)`` for every seed and,
+    within a seed, every rule (so the first runs to finish are a complete comparison); smoke: seed 0 only."""
+    def grid(profile: str, profile_seeds: Sequence[int]) -> Callable[[], list[dict[str, Any]]]:
+        return lambda: [make_config(rule, seed, profile=profile) for seed in profile_seeds for rule in rules]
+
+    return {"smoke": grid("smoke", seeds[:1]), "book": grid("book", seeds), "paper": grid("paper", seeds)}
+
+
+#: the trainer entries every transformer study shares (Table 5's optimizer: AdamW at 1e-3, cosine, clipping 1.0)
+ADAMW_COSINE: dict[str, Any] = {"optimizer": "adamw", "lr": 1e-3, "schedule": "cosine", "grad_clip": 1.0}
+#: what the studies' trainers accept of those entries
+TRAINER_CHOICES: dict[str, tuple[str, ...]] = {"optimizer": ("adamw",), "schedule": ("cosine",)}
+
+
+def residual_fields(rule: str, alpha_mu: float | None, default_mu: Mapping[str, float]) -> dict[str, Any]:
+    """The configuration entries of a run's residual rule: ``rule``, ``alpha_mu`` / ``alpha_sigma`` of
+    ``a_i ~ N(mu, 0.005)`` (Sec. 3.1) for the rules with weights (the keys of ``default_mu``, which gives
+    each one's mean when ``alpha_mu`` is None), None for the others, and ``depth_ln="auto"`` (Eq. 7's
+    Depth-adaptive LayerNorm in the ACN family)."""
+    weighted = rule in default_mu
+    mu = (default_mu[rule] if alpha_mu is None else alpha_mu) if weighted else None
+    return {"rule": rule, "alpha_mu": mu, "alpha_sigma": 0.005 if weighted else None, "depth_ln": "auto"}
+
+
+def classifier_metrics(out: Any, layerwise: Sequence[float]) -> dict[str, float]:
+    """The accuracy metrics of an image classifier trained by ``fit`` (its ``TrainResult`` ``out``) and its
+    layer-wise test accuracy ``layerwise`` (``L + 1`` exits): final, best validation, last and middle exit."""
+    return {
+        "test_accuracy": out.metrics["test_accuracy"],
+        "test_loss": out.metrics["test_loss"],
+        "train_loss": out.metrics["train_loss"],
+        "best_val_accuracy": float(max(out.curves["val_accuracy"])),
+        "final_exit_accuracy": layerwise[-1],
+        "first_half_exit_accuracy": layerwise[len(layerwise) // 2],
+    }
+
+
+def check_choices(config: Mapping[str, Any], allowed: Mapping[str, Sequence[Any]]) -> None:
+    """Raise ``ValueError`` naming the first field of ``allowed`` whose value is not among its choices."""
+    for name, choices in allowed.items():
+        if config.get(name) not in choices:
+            raise ValueError(f"{name}={config.get(name)!r} is not supported; allowed: {', '.join(map(str, choices))}")
+
+
+def check_counts(config: Mapping[str, Any], positive: Sequence[str], optional: Sequence[str] = ()) -> None:
+    """Raise ``ValueError`` for a field of ``positive`` that is not an integer >= 1, or of ``optional``
+    that is neither None nor one (``True`` is not a count)."""
+    for name in (*positive, *optional):
+        v = config.get(name)
+        if v is None and name in optional:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}={v!r} must be " + ("None or " if name in optional else "") + "a positive integer")
+
+
+def check_residual_init(config: Mapping[str, Any], weighted_rules: Sequence[str]) -> None:
+    """``alpha_mu`` (the mean of ``a_i ~ N(mu, alpha_sigma)``) is a number exactly for the rules with weights."""
+    if (config["alpha_mu"] is None) != (config["rule"] not in weighted_rules):
+        raise ValueError(f"alpha_mu={config['alpha_mu']!r}: the rules {', '.join(weighted_rules)} need a number, "
+                         f"the others None (rule={config['rule']!r})")
+    if not 0.0 <= config["warmup_fraction"] < 1.0:
+        raise ValueError(f"warmup_fraction={config['warmup_fraction']!r} must be in [0, 1)")
 
 
 def saved_activation_bytes(model: nn.Module, batch: tuple[Tensor, Tensor]) -> int:
@@ -178,15 +244,23 @@ def step_cost_metrics(times: Mapping[str, list[float]], reference: str) -> dict[
 
 
 __all__ = [
+    "ADAMW_COSINE",
+    "TRAINER_CHOICES",
     "KEEP_MODELS_ENV",
     "NOISE_SEED",
     "NOISE_STDS",
     "alpha_history",
+    "check_choices",
+    "classifier_metrics",
+    "check_counts",
+    "check_residual_init",
     "gamma_history",
     "interleaved_step_times",
     "keep_trained_weights",
     "noise_accuracy",
+    "residual_fields",
     "residual_weight_summary",
+    "rule_grid",
     "saved_activation_bytes",
     "step_cost_metrics",
 ]

@@ -83,11 +83,11 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from hacn_core.engine.data import DatasetMissingError, data_root
-from hacn_core.engine.registry import Experiment
+from hacn_core.engine.registry import Experiment, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import Callback, TrainConfig, TrainState, fit
 from hacn_core.hacn.connectivity import AlphaInit
-from hacn_core.hacn.studies.common import keep_trained_weights, residual_weight_summary, saved_activation_bytes
+from hacn_core.hacn.studies import common as measure
 from hacn_core.hacn.text import (
     CharTokenizer,
     multiple_choice_accuracy,
@@ -107,7 +107,9 @@ DATASETS: tuple[str, ...] = ("tinyshakespeare", "openwebtext2")
 #: the rules of Fig. 4 and Table 1; ``hacn_code_gpt`` (the public code's GPT rule) is a named option
 STUDY_RULES: tuple[str, ...] = ("resnet", "acn", "hacn")
 RULE_OPTIONS: tuple[str, ...] = STUDY_RULES + ("hacn_code_gpt",)
-WEIGHTED_RULES: tuple[str, ...] = ("hacn", "hacn_code_gpt")
+#: the rules with residual weights a_i and the mean of their init (the public code's gate 1 - a_i starts near 0)
+DEFAULT_MU: dict[str, float] = {"hacn": 0.25, "hacn_code_gpt": 1.0}
+WEIGHTED_RULES: tuple[str, ...] = tuple(DEFAULT_MU)
 SEEDS: tuple[int, ...] = (0, 1, 2)
 #: Table 1's character-noise rates, offline on the Shakespeare cloze
 CLOZE_NOISE: tuple[float, ...] = (0.0, 0.01, 0.03)
@@ -144,82 +146,36 @@ def make_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float 
                    eval_every_steps=10, eval_windows=16, val_windows=64, cloze_items=16)
     else:
         raise ValueError(f"profile={profile!r} is not a profile; allowed: smoke, book, paper")
-    weighted = rule in WEIGHTED_RULES
-    if weighted and alpha_mu is None:
-        alpha_mu = 1.0 if rule == "hacn_code_gpt" else 0.25
     config: dict[str, Any] = {
-        "rule": rule,
-        "alpha_mu": alpha_mu if weighted else None,
-        "alpha_sigma": 0.005 if weighted else None,
-        "depth_ln": "auto",
+        **measure.residual_fields(rule, alpha_mu, DEFAULT_MU),
         **model,
         **run,
         "cloze_choices": 4,
         "cloze_context_lines": 4 if profile != "smoke" else 2,
-        "optimizer": "adamw",
-        "lr": 1e-3,
+        **measure.ADAMW_COSINE,
         "betas": [0.9, 0.95],
         "weight_decay": 0.01,
-        "schedule": "cosine",
         "warmup_fraction": 0.05,
-        "grad_clip": 1.0,
         "seed": seed,
     }
-    unknown = set(overrides) - set(config)
-    if unknown:
-        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
-    config.update(overrides)
-    return config
-
-
-def _study(profile: str, seeds: Sequence[int], rules: Sequence[str] = STUDY_RULES) -> list[dict[str, Any]]:
-    return [make_config(rule, seed, profile=profile) for seed in seeds for rule in rules]
-
-
-def paper_configs() -> list[dict[str, Any]]:
-    """ResNet / ACN / H-ACN GPT-2 (Table 4) on OpenWebText2, Table 5's training, seeds 0-2 (9 runs)."""
-    return _study("paper", SEEDS)
-
-
-def book_configs() -> list[dict[str, Any]]:
-    """The character-level Tiny Shakespeare analogue, seed by seed: 9 runs."""
-    return _study("book", SEEDS)
-
-
-def smoke_configs() -> list[dict[str, Any]]:
-    """Seconds-long runs: ResNet / ACN / H-ACN, seed 0."""
-    return _study("smoke", (0,))
+    return with_overrides(config, overrides)
 
 
 def check_config(config: Mapping[str, Any]) -> None:
     """Reject configurations this experiment cannot run, naming the field and the allowed values."""
-    for name, allowed in (("dataset", DATASETS), ("rule", RULE_OPTIONS), ("optimizer", ("adamw",)),
-                          ("schedule", ("cosine",))):
-        if config.get(name) not in allowed:
-            raise ValueError(f"{name}={config.get(name)!r} is not supported; allowed: {', '.join(allowed)}")
-    positive = ("vocab_size", "block_size", "dim", "num_layers", "num_heads", "mlp_dim", "steps", "batch_size",
-                "accumulate", "record_every_steps", "eval_every_steps", "eval_windows", "cloze_choices",
-                "cloze_context_lines")
-    for name in positive:
-        v = config.get(name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}={v!r} must be a positive integer")
-    for name in ("val_windows",):
-        v = config.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ValueError(f"{name}={v!r} must be None (all) or a positive integer")
-    if isinstance(config["cloze_items"], bool) or not isinstance(config["cloze_items"], int) or config["cloze_items"] < 0:
+    measure.check_choices(config, {"dataset": DATASETS, "rule": RULE_OPTIONS, **measure.TRAINER_CHOICES})
+    measure.check_counts(config, ("vocab_size", "block_size", "dim", "num_layers", "num_heads", "mlp_dim", "steps",
+                                  "batch_size", "accumulate", "record_every_steps", "eval_every_steps",
+                                  "eval_windows", "cloze_choices", "cloze_context_lines"), optional=("val_windows",))
+    measure.check_residual_init(config, WEIGHTED_RULES)
+    items = config["cloze_items"]
+    if isinstance(items, bool) or not isinstance(items, int) or items < 0:
         raise ValueError(f"cloze_items={config['cloze_items']!r} must be an integer >= 0 (0: no cloze)")
     if config["eval_every_steps"] % config["record_every_steps"]:
         raise ValueError(f"eval_every_steps={config['eval_every_steps']} must be a multiple of "
                          f"record_every_steps={config['record_every_steps']} (the losses are taken at record points)")
     if not 0.0 <= config["dropout"] < 1.0:
         raise ValueError(f"dropout={config['dropout']!r} must be in [0, 1)")
-    if not 0.0 <= config["warmup_fraction"] < 1.0:
-        raise ValueError(f"warmup_fraction={config['warmup_fraction']!r} must be in [0, 1)")
-    if (config["alpha_mu"] is None) != (config["rule"] not in WEIGHTED_RULES):
-        raise ValueError(f"alpha_mu={config['alpha_mu']!r}: the rules {', '.join(WEIGHTED_RULES)} need a number, "
-                         f"the others None (rule={config['rule']!r})")
     if config["dataset"] == "tinyshakespeare" and config["vocab_size"] != 65:
         raise ValueError(f"vocab_size={config['vocab_size']}: Tiny Shakespeare has 65 characters")
     if config["dataset"] == "openwebtext2" and config["cloze_items"]:
@@ -422,19 +378,19 @@ def train_hacn_decoder(config: dict[str, Any], context: RunContext) -> dict[str,
         "steps": out.steps,
         "tokens_seen": n_windows * T,
         "seconds": out.wall_time_s,
-        "saved_activation_bytes": saved_activation_bytes(model, (probe[0].to(device), probe[1].to(device))),
+        "saved_activation_bytes": measure.saved_activation_bytes(model, (probe[0].to(device), probe[1].to(device))),
     }
     if config["cloze_items"]:
         for p, acc in cloze_accuracies(model, corpus["val_text"], corpus["tokenizer"], config).items():
             metrics[f"cloze_accuracy/{p:g}"] = acc
     if device.type == "cuda":
         metrics["peak_cuda_bytes"] = int(torch.cuda.max_memory_allocated(device))
-    keep_trained_weights(config, model, context)
+    measure.keep_trained_weights(config, model, context)
     curves: dict[str, list] = {
         "loss_step": c["loss_step"], "train_eval_loss": c["train_eval_loss"], "val_eval_loss": c["val_eval_loss"],
         "record_step": c["record_step"], "layerwise_val_perplexity": layerwise_ppl,
     }
-    weight_metrics, weight_curves = residual_weight_summary(c, config["num_layers"])
+    weight_metrics, weight_curves = measure.residual_weight_summary(c, config["num_layers"])
     metrics |= weight_metrics
     curves |= weight_curves
     if weight_curves:  # the whole history: Fig. 9's connectivity matrix during training
@@ -467,7 +423,7 @@ EXPERIMENT = Experiment(
           "Table 1)",
     train=train_hacn_decoder,
     plan=dry_run_plan,
-    configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
+    configs=measure.rule_grid(make_config, STUDY_RULES, SEEDS),
     setting={
         "smoke": "2-layer decoder (d 16), Tiny Shakespeare characters, sequence 96, 20 steps of batch 8, seed 0",
         "book": f"12-layer character-level decoder with RoPE, d 64, 4 heads, MLP 256, sequence 128 (0.60M "

@@ -67,6 +67,7 @@ from hacn_core.engine.training import TrainConfig, fit
 from hacn_core.hacn.connectivity import RULES, AlphaInit, evaluate_layerwise
 from hacn_core.hacn.studies.common import (
     NOISE_STDS,
+    classifier_metrics,
     interleaved_step_times,
     keep_trained_weights,
     noise_accuracy,
@@ -320,12 +321,7 @@ def train_hacn_mixer(config: dict[str, Any], context: RunContext) -> dict[str, A
     probe = (X[:config["batch_size"]].clone().to(device), data["train"][1][:config["batch_size"]].to(device))
     epoch_seconds = np.diff([0.0] + list(c["time_s"])) if "time_s" in c else []
     metrics: dict[str, Any] = {
-        "test_accuracy": out.metrics["test_accuracy"],
-        "test_loss": out.metrics["test_loss"],
-        "train_loss": out.metrics["train_loss"],
-        "best_val_accuracy": float(max(c["val_accuracy"])),
-        "final_exit_accuracy": layerwise[-1],
-        "first_half_exit_accuracy": layerwise[len(layerwise) // 2],
+        **classifier_metrics(out, layerwise),
         "parameters": num_parameters(model),
         "epochs": epochs,
         "steps": int(c["step"][-1]) if c.get("step") else None,

@@ -10,7 +10,7 @@ Sec. 3.1) and measures, per run:
 * the layer-wise test accuracy of every exit from one forward pass (the shared head
   on every partial sum; Fig. 4's layer-wise view, Figs. 2a / 7 for the Mixer);
 * accuracy under zero-mean Gaussian input noise of standard deviation
-  ``NOISE_STDS`` on the standardised test images, one fixed draw (Fig. 3c);
+  ``NOISE_STDS`` (:mod:`hacn_core.hacn.studies.common`) on the standardised test images, one fixed draw (Fig. 3c);
 * for H-ACN: the residual weights every ``record_every_steps`` steps, hence
   ``Gamma`` over training and at the end (Table 3), ``Delta_t = ||a_T - a_t||``
   (Fig. 6a's settling test) and the converged ``a`` (Fig. 1a's connectivity matrix);
@@ -72,18 +72,11 @@ import torch
 from torch import Tensor, nn
 
 from hacn_core.engine.data import DatasetMissingError, data_root
-from hacn_core.engine.registry import Experiment
+from hacn_core.engine.registry import Experiment, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import TrainConfig, fit
 from hacn_core.hacn.connectivity import AlphaInit, evaluate_layerwise
-from hacn_core.hacn.studies.common import (
-    NOISE_SEED,
-    NOISE_STDS,
-    keep_trained_weights,
-    noise_accuracy,
-    residual_weight_summary,
-    saved_activation_bytes,
-)
+from hacn_core.hacn.studies import common as measure
 from hacn_core.hacn.studies.mixer import load_data as load_image_splits
 from hacn_core.models.mixer import num_parameters
 from hacn_core.models.vit import ViT, ViTConfig
@@ -96,7 +89,8 @@ DATASETS: tuple[str, ...] = ("FashionMNIST", "ImageNet")
 #: the rules of Fig. 3; ``hacn_code_vit`` (the public code's ViT rule) is a named option
 STUDY_RULES: tuple[str, ...] = ("resnet", "acn", "hacn")
 RULE_OPTIONS: tuple[str, ...] = STUDY_RULES + ("hacn_code_vit",)
-WEIGHTED_RULES: tuple[str, ...] = ("hacn", "hacn_code_vit")  # rules with Eq. 2 weights a_i
+DEFAULT_MU: dict[str, float] = {"hacn": 0.25, "hacn_code_vit": 0.5}  # rules with Eq. 2 weights a_i: init mean
+WEIGHTED_RULES: tuple[str, ...] = tuple(DEFAULT_MU)
 SEEDS: tuple[int, ...] = (0, 1, 2)
 BOOK_EPOCHS = 15
 IMAGENET_FOLDER = "imagenet"  # under the data root: train/<wnid>/*.JPEG and val/<wnid>/*.JPEG
@@ -119,7 +113,8 @@ def make_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float 
     for the weighted rules (default: the rule's, 0.25 for ``hacn``); ``None`` for the others."""
     if profile == "paper":
         model = _PAPER_MODEL
-        data = dict(dataset="ImageNet", train_subset=None, test_subset=None, epochs=300, batch_size=1024, weight_decay=0.1,
+        data = dict(dataset="ImageNet", train_subset=None, test_subset=None, epochs=300, batch_size=1024,
+                    weight_decay=0.1,
                     warmup_fraction=10_000 / (300 * math.ceil(1_281_167 / 1024)), record_every_steps=1000,
                     num_workers=8)
     elif profile == "book":
@@ -128,76 +123,33 @@ def make_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float 
                     weight_decay=0.01, warmup_fraction=0.05, record_every_steps=50, num_workers=0)
     elif profile == "smoke":
         model = _SMOKE_MODEL
-        data = dict(dataset="FashionMNIST", train_subset=512, test_subset=1000, epochs=1, batch_size=64, weight_decay=0.01,
+        data = dict(dataset="FashionMNIST", train_subset=512, test_subset=1000, epochs=1, batch_size=64,
+                    weight_decay=0.01,
                     warmup_fraction=0.05, record_every_steps=2, num_workers=0)
     else:
         raise ValueError(f"profile={profile!r} is not a profile; allowed: smoke, book, paper")
-    weighted = rule in WEIGHTED_RULES
-    if weighted and alpha_mu is None:
-        alpha_mu = 0.5 if rule == "hacn_code_vit" else 0.25
     config: dict[str, Any] = {
-        "rule": rule,
-        "alpha_mu": alpha_mu if weighted else None,
-        "alpha_sigma": 0.005 if weighted else None,
-        "depth_ln": "auto",
+        **measure.residual_fields(rule, alpha_mu, DEFAULT_MU),
         **model,
         **data,
-        "optimizer": "adamw",
-        "lr": 1e-3,
-        "schedule": "cosine",
-        "grad_clip": 1.0,
+        **measure.ADAMW_COSINE,
         "seed": seed,
     }
-    unknown = set(overrides) - set(config)
-    if unknown:
-        raise ValueError(f"unknown configuration keys {sorted(unknown)}; allowed: {', '.join(config)}")
-    config.update(overrides)
-    return config
-
-
-def _study(profile: str, seeds: Sequence[int], rules: Sequence[str] = STUDY_RULES) -> list[dict[str, Any]]:
-    return [make_config(rule, seed, profile=profile) for seed in seeds for rule in rules]
-
-
-def paper_configs() -> list[dict[str, Any]]:
-    """ResNet / ACN / H-ACN ViT-S/16 on ImageNet-1k, 300 epochs, seeds 0-2 (9 runs)."""
-    return _study("paper", SEEDS)
-
-
-def book_configs() -> list[dict[str, Any]]:
-    """The Fashion-MNIST analogue, seed by seed (so what finishes first is a complete comparison): 9 runs."""
-    return _study("book", SEEDS)
-
-
-def smoke_configs() -> list[dict[str, Any]]:
-    """Seconds-long runs: ResNet / ACN / H-ACN, seed 0."""
-    return _study("smoke", (0,))
+    return with_overrides(config, overrides)
 
 
 def check_config(config: dict[str, Any]) -> None:
     """Reject configurations this experiment cannot run, naming the field and the allowed values."""
-    for name, allowed in (("dataset", DATASETS), ("rule", RULE_OPTIONS), ("optimizer", ("adamw",)),
-                          ("schedule", ("cosine",))):
-        if config.get(name) not in allowed:
-            raise ValueError(f"{name}={config.get(name)!r} is not supported; allowed: {', '.join(allowed)}")
-    for name in _MODEL_KEYS + ("epochs", "batch_size", "record_every_steps"):
-        v = config.get(name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}={v!r} must be a positive integer")
-    if config["dataset"] == "FashionMNIST" and (config["num_classes"], config["in_channels"], config["image_size"]) != (10, 1, 28):
+    measure.check_choices(config, {"dataset": DATASETS, "rule": RULE_OPTIONS, **measure.TRAINER_CHOICES})
+    measure.check_counts(config, _MODEL_KEYS + ("epochs", "batch_size", "record_every_steps"),
+                         optional=("train_subset", "test_subset"))
+    measure.check_residual_init(config, WEIGHTED_RULES)
+    shape = (config["num_classes"], config["in_channels"], config["image_size"])
+    if config["dataset"] == "FashionMNIST" and shape != (10, 1, 28):
         raise ValueError(f"FashionMNIST has 10 classes of 1 x 28 x 28 images; got num_classes={config['num_classes']}, "
                          f"in_channels={config['in_channels']}, image_size={config['image_size']}")
-    for name in ("train_subset", "test_subset"):
-        n = config.get(name)
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ValueError(f"{name}={n!r} must be None or a positive integer")
     if config["dataset"] == "ImageNet" and config["test_subset"] is not None:
         raise ValueError("test_subset must be None for ImageNet (the whole validation set is the test set)")
-    if not 0.0 <= config["warmup_fraction"] < 1.0:
-        raise ValueError(f"warmup_fraction={config['warmup_fraction']!r} must be in [0, 1)")
-    if (config["alpha_mu"] is None) != (config["rule"] not in WEIGHTED_RULES):
-        raise ValueError(f"alpha_mu={config['alpha_mu']!r}: the rules {', '.join(WEIGHTED_RULES)} need a number, "
-                         f"the others None (rule={config['rule']!r})")
 
 
 # ----------------------------------------------------------------------------- data and model
@@ -255,7 +207,8 @@ def train_config(config: dict[str, Any]) -> TrainConfig:
 
 @torch.no_grad()
 def noise_accuracies_over(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]],
-                          stds: Sequence[float] = NOISE_STDS, seed: int = NOISE_SEED) -> dict[float, float]:
+                          stds: Sequence[float] = measure.NOISE_STDS,
+                          seed: int = measure.NOISE_SEED) -> dict[float, float]:
     """Accuracy at every noise level in one pass over ``batches`` (data too large to hold, e.g. ImageNet):
     batch ``k`` gets the draw of ``Generator(seed + k)``, the same for every run and every level."""
     device = next(model.parameters()).device
@@ -295,7 +248,7 @@ def train_hacn_vit(config: dict[str, Any], context: RunContext) -> dict[str, Any
     if isinstance(test, tuple):
         test_x, test_y = test
         batches = [(test_x[i:i + 1000], test_y[i:i + 1000]) for i in range(0, len(test_x), 1000)]
-        noise = {std: noise_accuracy(model, test_x, test_y, std) for std in NOISE_STDS}
+        noise = {std: measure.noise_accuracy(model, test_x, test_y, std) for std in measure.NOISE_STDS}
         probe = (train[0][:config["batch_size"]].clone().to(device), train[1][:config["batch_size"]].to(device))
     else:  # an ImageFolder: read once per measurement through a loader
         from torch.utils.data import DataLoader
@@ -308,28 +261,23 @@ def train_hacn_vit(config: dict[str, Any], context: RunContext) -> dict[str, Any
     layerwise = evaluate_layerwise(model, batches, device=device).tolist()
     epoch_seconds = np.diff([0.0] + list(c["time_s"]))
     metrics: dict[str, Any] = {
-        "test_accuracy": out.metrics["test_accuracy"],
-        "test_loss": out.metrics["test_loss"],
-        "train_loss": out.metrics["train_loss"],
-        "best_val_accuracy": float(max(c["val_accuracy"])),
-        "final_exit_accuracy": layerwise[-1],
-        "half_depth_exit_accuracy": layerwise[len(layerwise) // 2],
+        **measure.classifier_metrics(out, layerwise),
         "parameters": num_parameters(model),
         "epochs": config["epochs"],
         "steps": int(c["step"][-1]),
         "seconds_per_epoch": float(np.median(epoch_seconds)),
-        "saved_activation_bytes": saved_activation_bytes(model, probe),
+        "saved_activation_bytes": measure.saved_activation_bytes(model, probe),
     }
     metrics |= {f"noise_accuracy/{std:g}": acc for std, acc in noise.items()}
     if device.type == "cuda":
         metrics["peak_cuda_bytes"] = int(torch.cuda.max_memory_allocated(device))
-    keep_trained_weights(config, model, context)
+    measure.keep_trained_weights(config, model, context)
     curves: dict[str, list] = {
         "epoch": c["epoch"], "train_loss": c["train_loss"], "time_s": c["time_s"],
         "eval_epoch": c["eval_epoch"], "val_accuracy": c["val_accuracy"], "val_loss": c["val_loss"],
         "record_step": c["record_step"], "layerwise_test_accuracy": layerwise,
     }
-    weight_metrics, weight_curves = residual_weight_summary(c, config["num_layers"])
+    weight_metrics, weight_curves = measure.residual_weight_summary(c, config["num_layers"])
     metrics |= weight_metrics
     curves |= weight_curves
     return {"metrics": metrics, "curves": curves, "device": out.device}
@@ -356,7 +304,7 @@ EXPERIMENT = Experiment(
     title="H-ACN ViT: ResNet / ACN / H-ACN vision transformers (H-ACN Sec. 3.3, Figs. 1a, 3a-c, Table 3)",
     train=train_hacn_vit,
     plan=dry_run_plan,
-    configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
+    configs=measure.rule_grid(make_config, STUDY_RULES, SEEDS),
     setting={
         "smoke": "2-layer ViT (width 16), 512 Fashion-MNIST images, 1 epoch, seed 0",
         "book": f"12-layer ViT, width 64, 4 heads, MLP 256, patch 7 (0.60M parameters) on all 55,000 Fashion-MNIST "
