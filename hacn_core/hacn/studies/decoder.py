@@ -73,6 +73,7 @@ CPU-minutes a run, 9 runs (3 rules x 3 seeds) about 3.2 CPU-hours.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -401,7 +402,8 @@ def train_hacn_decoder(config: dict[str, Any], context: RunContext) -> dict[str,
 
 def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
     """One run's dry run: :func:`build_model`, random token windows of the configuration's length,
-    :func:`lm_loss`, and the trainer settings of :func:`train_config` (one epoch of ``steps`` steps)."""
+    :func:`lm_loss`, and the trainer settings of :func:`train_config` (one epoch of ``steps`` steps), the
+    gradient accumulation folded into the planned batch."""
     from hacn_core.engine.dry_run import DryRunPlan
 
     check_config(config)
@@ -412,9 +414,15 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
         return ids[:, :-1], ids[:, 1:]
 
     key = {k: config[k] for k in ("dataset", "rule", *_MODEL_KEYS, "depth_ln")}
+    # the dry run counts a step's FLOPs at its batch: an optimizer step of B sequences x A accumulation
+    # steps is planned as one batch of B x A sequences (the same examples and the same update)
+    per_step = config["batch_size"] * config["accumulate"]
+    train = replace(train_config(config), batch_size=per_step, accumulate=1)
     return DryRunPlan(key=key | {"residual_weights": config["alpha_mu"] is not None},
-                      model=lambda: build_model(config), batch=batch, train=train_config(config),
-                      n_train=config["steps"] * config["batch_size"] * config["accumulate"], loss=lambda model: lm_loss)
+                      model=lambda: build_model(config), batch=batch, train=train,
+                      n_train=config["steps"] * per_step, loss=lambda model: lm_loss,
+                      note=f"one optimizer step = {config['batch_size']} x {config['accumulate']} accumulated "
+                           f"sequences of {config['block_size']} tokens")
 
 
 EXPERIMENT = Experiment(
