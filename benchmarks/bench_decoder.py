@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_connectivity import interleaved_median, peak_step_memory, verdict  # noqa: E402
 
+from hacn_core.hacn.studies.common import saved_activation_bytes  # noqa: E402
 from hacn_core.models.decoder import DecoderConfig, GPTDecoder  # noqa: E402
 
 
@@ -53,27 +54,6 @@ def make_step(model: GPTDecoder, idx: torch.Tensor, targets: torch.Tensor):
         opt.step()
 
     return step
-
-
-def saved_bytes(model: GPTDecoder, idx: torch.Tensor, targets: torch.Tensor) -> int:
-    """Bytes autograd saves for backward in one step (each storage once, parameters excluded)."""
-    seen: set[int] = set()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    total = 0
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        nonlocal total
-        key = t.untyped_storage().data_ptr()
-        if key not in seen and key not in params:
-            seen.add(key)
-            total += t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = lm_loss(model, idx, targets)
-    loss.backward()
-    model.zero_grad(set_to_none=True)
-    return total
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -112,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         dln = GPTDecoder(cfg, rule="hacn", depth_ln="paper").to(device)
         dln.load_state_dict(res.state_dict(), strict=False)
         models["hacn+depthln"] = dln
-    saved = {name: saved_bytes(m, idx, targets) for name, m in models.items()}
+    saved = {name: saved_activation_bytes(m, (idx, targets)) for name, m in models.items()}
     steps = {name: make_step(m, idx, targets) for name, m in models.items()}
     t = interleaved_median(steps, rounds, device)
     mem = {name: peak_step_memory(step, device) for name, step in steps.items()}

@@ -19,7 +19,7 @@ from hacn_core.awnn.studies import ablations, adaptive, compress, cost, cost_cel
 from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult
 from hacn_core.gates.studies import cifar, gradients, keras_defaults, mnist
-from hacn_core.hacn.studies import mixer
+from hacn_core.hacn.studies import decoder, mixer, vit
 
 #: experiment id -> experiment, in the order of the book's parts
 EXPERIMENTS: dict[str, Experiment] = by_id(
@@ -27,6 +27,8 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     mixer.EXPERIMENT,  # hacn-mixer: Mixer rules, Tables 2-3, Figs. 2, 5, 7
     mixer.LONG,  # hacn-mixer-long: the same study trained until the residual weights settle
     mixer.COST,  # hacn-mixer-cost: time and memory per step of each rule
+    vit.EXPERIMENT,  # hacn-vit: ViT rules, Fig. 3a-c, layer-wise accuracy, Gamma / Delta_t
+    decoder.EXPERIMENT,  # hacn-decoder: GPT-2 decoder rules, Fig. 4 layer-wise perplexity, Table 1's noisy cloze
     # AWNN (hacn_core/awnn/studies/)
     tabular.EXPERIMENT,  # awnn-tabular-fixed: Table 1's fixed MLPs and Table 3's grid
     adaptive.EXPERIMENT,  # awnn-tabular-adaptive: Table 1's AWNN rows, Figs. 3 and 8

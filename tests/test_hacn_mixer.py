@@ -11,6 +11,7 @@ from torch import nn
 
 from hacn_core import paper_items
 from hacn_core.hacn.connectivity import total_connectivity_strength
+from hacn_core.hacn.studies import common
 from hacn_core.hacn.studies import mixer as hm
 from hacn_core.hacn.studies import mixer_report as hmr
 from hacn_core.catalog import get
@@ -127,11 +128,11 @@ def test_saved_activation_bytes_counts_each_saved_tensor_once():
 
 def test_gamma_and_alpha_history():
     alphas = np.array([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.5, -0.5, 0.5, -0.5]])
-    assert hm.gamma_history(alphas).tolist() == pytest.approx([1.0, 0.0, 0.5])
+    assert common.gamma_history(alphas).tolist() == pytest.approx([1.0, 0.0, 0.5])
     curves = {f"param/stack.alpha.{i}": [0.1 * i, 0.2 * i] for i in range(4)}
-    hist = hm.alpha_history(curves, 4)
+    hist = common.alpha_history(curves, 4)
     assert hist.shape == (2, 4) and hist[1].tolist() == pytest.approx([0, 0.2, 0.4, 0.6])
-    assert hm.alpha_history({}, 4) is None
+    assert common.alpha_history({}, 4) is None
 
 
 def test_train_measures_what_the_chapters_show(fake_data, tmp_path):

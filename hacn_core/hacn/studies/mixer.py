@@ -53,27 +53,27 @@ show of the runs (tables beside the paper's values, figures) is in
 from __future__ import annotations
 
 import math
-import os
-import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from hacn_core.engine.checkpoint import save_checkpoint
 from hacn_core.engine.data import image_tensors
 from hacn_core.engine.registry import Experiment, Link
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import TrainConfig, fit
-from hacn_core.hacn.connectivity import (
-    RULES,
-    AlphaInit,
-    convergence_distance,
-    evaluate_layerwise,
-    total_connectivity_strength,
+from hacn_core.hacn.connectivity import RULES, AlphaInit, evaluate_layerwise
+from hacn_core.hacn.studies.common import (
+    NOISE_STDS,
+    classifier_metrics,
+    interleaved_step_times,
+    keep_trained_weights,
+    noise_accuracy,
+    residual_weight_summary,
+    saved_activation_bytes,
+    step_cost_metrics,
 )
 from hacn_core.models.mixer import DenseMixer, DenseMixerConfig, MixerConfig, MLPMixer, num_parameters
 
@@ -88,7 +88,6 @@ STUDY_RULES: tuple[str, ...] = ("resnet", "acn", "hacn", "hacn_code_mixer", "den
 WEIGHTED_RULES: tuple[str, ...] = ("hacn", "hacn_code_mixer")  # rules with Eq. 2 weights a_i
 TABLE2_MUS: tuple[float, ...] = (0.25, 0.75, 1.0)
 SEEDS: tuple[int, ...] = (0, 1, 2)
-KEEP_MODELS_ENV = "HACN_KEEP_MODELS"  # a folder: keep each trained model's weights there
 SUBSET_SEED = 0  # the training subset and the validation split are the same for every run
 VAL_SIZE = 5000  # images held out of the training set for per-epoch validation accuracy
 
@@ -186,10 +185,6 @@ def smoke_configs() -> list[dict[str, Any]]:
 
 #: epochs of the converged study over the 55,000 training images (430 steps an epoch, 12,900 steps a run)
 LONG_EPOCHS = 30
-#: standard deviations of the zero-mean Gaussian input noise of the robustness test (Fig. 3c's 0.1 and 0.3 and
-#: two stronger levels), in units of the standardised inputs (unit variance per channel)
-NOISE_STDS: tuple[float, ...] = (0.1, 0.3, 0.5, 1.0)
-NOISE_SEED = 1234  # the same noise for every run, so rules are compared on identical noisy images
 
 
 def long_configs() -> list[dict[str, Any]]:
@@ -295,65 +290,6 @@ def epochs_for(config: dict[str, Any], n_train: int) -> int:
 # ----------------------------------------------------------------------------- measurements
 
 
-def saved_activation_bytes(model: nn.Module, batch: tuple[Tensor, Tensor]) -> int:
-    """Bytes of the tensors autograd saves for backward in one training step on ``batch``.
-
-    The activation memory of a forward pass, measured the same way on any device
-    (``torch.autograd.graph.saved_tensors_hooks``); parameters saved for backward
-    (weights of linear layers) are counted once each. A rule that caches every
-    layer output (DenseFormer) shows up here.
-    """
-    seen: set[int] = set()
-    total = 0
-    params = {p.data_ptr() for p in model.parameters()}
-
-    def pack(t: Tensor) -> Tensor:
-        nonlocal total
-        key = t.untyped_storage().data_ptr()
-        if key not in seen and key not in params:
-            seen.add(key)
-            total += t.untyped_storage().nbytes()
-        return t
-
-    was_training = model.training
-    model.train()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = nn.functional.cross_entropy(model(batch[0]), batch[1])
-    loss.backward()
-    model.zero_grad(set_to_none=True)
-    model.train(was_training)
-    return total
-
-
-@torch.no_grad()
-def noise_accuracy(model: nn.Module, x: Tensor, y: Tensor, std: float, *, seed: int = NOISE_SEED,
-                   batch: int = 1000) -> float:
-    """Accuracy on ``x + std * N(0, 1)`` (Fig. 3c's test, here on standardised images), one fixed noise draw."""
-    device = next(model.parameters()).device
-    noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype)  # one draw
-    was_training = model.training
-    model.eval()
-    correct = 0
-    for i in range(0, len(x), batch):
-        noisy = x[i:i + batch] + std * noise[i:i + batch]
-        correct += int((model(noisy.to(device)).argmax(-1).cpu() == y[i:i + batch]).sum())
-    model.train(was_training)
-    return correct / len(x)
-
-
-def alpha_history(curves: dict[str, list], num_layers: int) -> np.ndarray | None:
-    """``(records, L)`` residual weights ``a_1..a_L`` at every record point, or None without weights."""
-    names = [f"param/stack.alpha.{i}" for i in range(num_layers)]
-    if names[0] not in curves:
-        return None
-    return np.array([curves[n] for n in names], dtype=float).T
-
-
-def gamma_history(alphas: np.ndarray) -> np.ndarray:
-    """``Gamma_t = ||a_t||_2 / sqrt(L)`` for every row of ``alphas`` (Sec. 4)."""
-    return np.array([total_connectivity_strength(torch.as_tensor(a)) for a in alphas])
-
-
 def train_hacn_mixer(config: dict[str, Any], context: RunContext) -> dict[str, Any]:
     """Train one Mixer of the study and measure Figs. 2, 5-7 and Tables 2-3 on it."""
     check_config(config)
@@ -385,12 +321,7 @@ def train_hacn_mixer(config: dict[str, Any], context: RunContext) -> dict[str, A
     probe = (X[:config["batch_size"]].clone().to(device), data["train"][1][:config["batch_size"]].to(device))
     epoch_seconds = np.diff([0.0] + list(c["time_s"])) if "time_s" in c else []
     metrics: dict[str, Any] = {
-        "test_accuracy": out.metrics["test_accuracy"],
-        "test_loss": out.metrics["test_loss"],
-        "train_loss": out.metrics["train_loss"],
-        "best_val_accuracy": float(max(c["val_accuracy"])),
-        "final_exit_accuracy": layerwise[-1],
-        "first_half_exit_accuracy": layerwise[len(layerwise) // 2],
+        **classifier_metrics(out, layerwise),
         "parameters": num_parameters(model),
         "epochs": epochs,
         "steps": int(c["step"][-1]) if c.get("step") else None,
@@ -401,24 +332,16 @@ def train_hacn_mixer(config: dict[str, Any], context: RunContext) -> dict[str, A
         metrics[f"noise_accuracy/{std:g}"] = noise_accuracy(model, test_x, test_y, std)
     if device.type == "cuda":
         metrics["peak_cuda_bytes"] = int(torch.cuda.max_memory_allocated(device))
-    keep = os.environ.get(KEEP_MODELS_ENV)
-    if keep:  # the trained weights, for measurements added after the run (not part of the result)
-        target = Path(keep) / context.experiment / f"{context.checkpoint_dir.name}.pt"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        save_checkpoint({"config": config, "model": model.state_dict()}, target)
+    keep_trained_weights(config, model, context)  # only with $HACN_KEEP_MODELS (not part of the result)
     curves: dict[str, list] = {
         "epoch": c["epoch"], "train_loss": c["train_loss"], "time_s": c["time_s"],
         "eval_epoch": c["eval_epoch"], "val_accuracy": c["val_accuracy"],
         "record_step": c["record_step"], "layerwise_test_accuracy": layerwise,
     }
     if config["arch"] == "mixer":
-        alphas = alpha_history(c, config["num_layers"])
-        if alphas is not None:
-            gammas = gamma_history(alphas)
-            metrics |= {"gamma": float(gammas[-1]), "gamma_max": float(gammas.max()),
-                        "alpha_mean": float(alphas[-1].mean())}
-            curves |= {"alpha_final": alphas[-1].tolist(), "gamma": gammas.tolist(),
-                       "delta": convergence_distance(torch.as_tensor(alphas)).tolist()}
+        weight_metrics, weight_curves = residual_weight_summary(c, config["num_layers"])
+        metrics |= weight_metrics
+        curves |= weight_curves
         if config["rule"] == "hacn":
             twin = dict(config, rule="resnet", alpha_mu=None, alpha_sigma=None)
             metrics["extra_parameters"] = metrics["parameters"] - num_parameters(
@@ -540,36 +463,11 @@ def measure_step_costs(config: dict[str, Any], context: RunContext) -> dict[str,
         loss.backward()
         opts[i].step()
 
-    def clock() -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            return time.perf_counter()
-        return time.process_time()
-
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    times = {n: [] for n in names}
-    peak = {n: 0 for n in names}
-    try:
-        for _ in range(config["repeats"]):
-            for i, n in enumerate(names):
-                step(i)  # untimed: caches and allocator warm for this model
-                if device.type == "cuda":
-                    torch.cuda.reset_peak_memory_stats(device)
-                t0 = clock()
-                for _ in range(config["steps"]):
-                    step(i)
-                times[n].append((clock() - t0) / config["steps"])
-                if device.type == "cuda":
-                    peak[n] = max(peak[n], int(torch.cuda.max_memory_allocated(device)))
-    finally:
-        torch.set_num_threads(threads)
-    metrics: dict[str, Any] = {}
+    peak: dict[str, int] = {}
+    times = interleaved_step_times({n: (lambda i=i: step(i)) for i, n in enumerate(names)},
+                                   repeats=config["repeats"], timed=config["steps"], device=device, peak=peak)
+    metrics: dict[str, Any] = step_cost_metrics(times, "resnet")
     for i, n in enumerate(names):
-        ratios = [t / r for t, r in zip(times[n], times["resnet"])]
-        metrics[f"{n}/ms_per_step"] = 1000 * float(np.median(times[n]))
-        metrics[f"{n}/ratio_to_resnet"] = float(np.median(ratios))
         metrics[f"{n}/parameters"] = num_parameters(models[i])
         metrics[f"{n}/saved_activation_bytes"] = saved_activation_bytes(models[i], (x, y))
         if device.type == "cuda":
