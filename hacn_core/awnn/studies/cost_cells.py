@@ -313,6 +313,33 @@ def cells_table(rows: Sequence[dict[str, Any]], before: Sequence[dict[str, Any]]
     return table
 
 
+def options_table(rows: Sequence[dict[str, Any]]):
+    """Rows of one measurement with several step options (``awnn-step-cells-fast``) as one line per cell:
+    mean width per layer, the baseline's us per step (``fixed+wd`` for ``elbo``, ``fixed`` for
+    ``likelihood``), each option's us per step and ratio (NaN where the option does not apply: the
+    likelihood has no priors) and ``at target``, the options at or under :data:`TARGET_RATIO` joined by
+    ", " (``"none"`` if no option is)."""
+    import pandas as pd
+
+    if not rows:
+        raise ValueError("no cells to tabulate: measure_cells returned no rows")
+    key = ("objective", "layers", "phase", "start_width")
+    cells: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        option = r.get("option", "default")
+        line = cells.setdefault(tuple(r[k] for k in key), {
+            **{k: r[k] for k in key}, "width/layer": r["width"],
+            "baseline (us/step)": r["fixed_wd_us"] if r["objective"] == "elbo" else r["fixed_us"],
+            **{c: float("nan") for o in OPTIONS for c in (f"{o} (us/step)", f"{o} / baseline")}, "at target": []})
+        line[f"{option} (us/step)"] = r["awnn_us"]
+        line[f"{option} / baseline"] = r["ratio"]
+        if r["ratio"] <= TARGET_RATIO:
+            line["at target"].append(option)
+    for line in cells.values():
+        line["at target"] = ", ".join(line["at target"]) or "none"
+    return pd.DataFrame(list(cells.values())).set_index(list(key))
+
+
 # ----------------------------------------------------------------------------- the stored measurement
 
 CELLS_ID = "awnn-step-cells"
