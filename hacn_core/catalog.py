@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from hacn_core import exact_checks
-from hacn_core.awnn.studies import ablations, adaptive, compress, cost, cost_cells, graphs, images, init, tabular
+from hacn_core.awnn.studies import (ablations, adaptive, compress, cost, cost_cells, cost_phases, graphs, images, init,
+                                       tabular)
 from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult
 from hacn_core.gates.studies import cifar, gradients, keras_defaults, mnist
@@ -39,6 +40,7 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     cost.EXPERIMENT,  # awnn-step-cost: Sec. 3.3's cost of a training step
     cost_cells.CELLS,  # awnn-step-cells: the same, cell by cell, with and without the priors
     cost_cells.FAST,  # awnn-step-cells-fast: the same cells, each named step option side by side
+    cost_phases.PHASES_EXPERIMENT,  # awnn-step-phases: a few cells' steps phase by phase
     images.EXPERIMENT,  # awnn-images: ResNet-20 with an adaptive or fixed classifier, Table 4, Fig. 9
     graphs.EXPERIMENT,  # awnn-graphs: GIN with adaptive or fixed MLPs, Errica et al.'s folds, Table 5, Fig. 11
     # Residual Gates (hacn_core/gates/studies/)

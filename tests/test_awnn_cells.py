@@ -35,3 +35,18 @@ def test_fast_cells_time_every_option_beside_the_default(tmp_path):
     table = cc.cells_table(rows, before=[r for r in rows if r["option"] == "default"])
     assert table.index.names[-1] == "option" and len(table) == 6
     assert (table["ratio before"].to_numpy() > 0).all()
+
+
+def test_options_table_has_one_line_per_cell_with_each_option_beside():
+    base = {"layers": 1, "start_width": 30, "width": 30, "fixed_us": 400.0, "fixed_wd_us": 500.0}
+    rows = [{**base, "objective": "likelihood", "phase": "steady", "option": "default", "awnn_us": 430.0, "ratio": 1.075},
+            {**base, "objective": "elbo", "phase": "steady", "option": "default", "awnn_us": 800.0, "ratio": 1.6},
+            {**base, "objective": "elbo", "phase": "steady", "option": "fused_priors", "awnn_us": 540.0, "ratio": 1.08}]
+    table = cc.options_table(rows)
+    assert len(table) == 2
+    lik, elbo = table.loc[("likelihood", 1, "steady", 30)], table.loc[("elbo", 1, "steady", 30)]
+    # the baseline: the plain MLP for the likelihood, the weight-decayed one for the ELBO
+    assert lik["baseline (us/step)"] == 400.0 and elbo["baseline (us/step)"] == 500.0
+    assert lik["default / baseline"] == 1.075 and lik["fused_priors / baseline"] != lik["fused_priors / baseline"]  # NaN
+    assert elbo["default (us/step)"] == 800.0 and elbo["fused_priors / baseline"] == 1.08
+    assert lik["at target"] == "default" and elbo["at target"] == "fused_priors"

@@ -35,8 +35,8 @@ from hacn_core.hacn.studies import mixer
 from hacn_core.models.fc import mnist_fc
 
 BUDGET = 1e9  # FLOPs per CPU step before the batch is reduced: keeps the whole module near 30 s
-NO_MODEL = {"exact-checks", "awnn-step-cost", "awnn-step-cells", "awnn-step-cells-fast", "gates-gate-gradients"}  # time or
-# compute, and train nothing
+NO_MODEL = {"exact-checks", "awnn-step-cost", "awnn-step-cells", "awnn-step-cells-fast", "awnn-step-phases",
+            "gates-gate-gradients"}  # time or compute, and train nothing
 
 
 # The transformers of H-ACN Sec. 3.3-3.4 are dry-run for one rule only: every rule builds the same network

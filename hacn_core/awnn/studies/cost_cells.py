@@ -29,14 +29,16 @@ floats are flushed while timing (see :mod:`hacn_core.awnn.studies.cost`).
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from hacn_core.awnn import AdaptiveMLP, AWNNConfig, ELBOLoss, RatePrior, fast_cpp, update_widths
 from hacn_core.engine.data import synthetic_splits
@@ -92,49 +94,24 @@ def measure_cells(widths: Sequence[int] = (30, 100, 400), layers: Sequence[int] 
             raise ValueError(f"option={o!r} is not allowed; allowed: {', '.join(OPTIONS)}")
     if not options:
         raise ValueError(f"options is empty; allowed: {', '.join(OPTIONS)}")
-    splits = synthetic_splits("SpiralHard", 0)
-    x_tr, y_tr = splits["train"]
-    n_train = len(y_tr)
-    out_dim = int(y_tr.max()) + 1
-    gen = torch.Generator().manual_seed(seed)
-
-    def batch():
-        idx = torch.randint(0, n_train, (batch_size,), generator=gen)
-        return x_tr[idx], y_tr[idx]
+    data = SpiralBatches(batch_size, seed)
+    in_dim, out_dim, n_train = data.in_dim, data.out_dim, data.n_train
 
     def time_block(step) -> tuple[float, list[list[int]]]:
-        data = [batch() for _ in range(steps)]
-        step(*batch())
-        seen: list[list[int]] = []
-        c0 = time.process_time()
-        for xb, yb in data:
-            seen.append(step(xb, yb))
-        return (time.process_time() - c0) / steps, seen
+        return time_steps(step, data, steps)
 
     def fixed_block(hidden: list[int], weight_decay: float) -> float:
-        net = fixed_relu6_mlp(x_tr.shape[1], hidden, out_dim)
-        opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
-
-        def step(xb, yb):
-            opt.zero_grad(set_to_none=True)
-            (F.cross_entropy(net(xb), yb, reduction="sum") * (n_train / len(yb))).backward()
-            opt.step()
-            return hidden
-
-        return time_block(step)[0]
+        return time_block(fixed_parts_for(hidden, in_dim, out_dim, n_train, lr, weight_decay).step)[0]
 
     rows = []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    flush = torch.set_flush_denormal(True)
-    try:
+    with timing_conditions():
         for objective in objectives:
             for n_layers in layers:
                 for phase in phases:
                     for width in widths:
                         steady = phase == "steady"
                         cell_options = [o for o in options if objective == "elbo" or o == "default"] or ["default"]
-                        steps_of = {o: awnn_step_for(o, objective, n_layers, width, steady, x_tr.shape[1], out_dim,
+                        steps_of = {o: awnn_step_for(o, objective, n_layers, width, steady, in_dim, out_dim,
                                                      n_train, lr, seed) for o in cell_options}
                         times: dict[str, list[float]] = {"fixed": [], "fixed_wd": []}
                         times.update({o: [] for o in cell_options})
@@ -170,18 +147,49 @@ def measure_cells(widths: Sequence[int] = (30, 100, 400), layers: Sequence[int] 
                             if options != ("default",) and list(options) != ["default"]:
                                 row["option"] = o
                             rows.append(row)
-    finally:
-        torch.set_num_threads(threads)
-        if flush:
-            torch.set_flush_denormal(False)
     return rows
 
 
-def awnn_step_for(option: str, objective: str, n_layers: int, width: int, steady: bool, in_dim: int, out_dim: int,
-                  n_train: int, lr: float, seed: int):
-    """A fresh AWNN (seeded) and its training step with ``option`` (:data:`OPTIONS`): zero the
-    gradients, forward, the loss, backward, Adam, then the width update (``steady``: the widths frozen,
-    the quantile widths alone). The step returns the widths it trained."""
+@dataclass(frozen=True)
+class StepParts:
+    """One training step as the calls it is made of, in the order :meth:`step` makes them.
+
+    :meth:`step` is the step the cells time; :mod:`hacn_core.awnn.studies.cost_phases` times the same
+    calls one by one (the phases of :data:`STEP_PARTS`), so a phase profile and a cell time one step.
+    """
+
+    zero_grad: Callable[[], None]  # the optimizer's gradients to None
+    forward: Callable[[Tensor], Tensor]  # (batch, in_dim) -> (batch, out_dim) logits
+    loss: Callable[[Tensor, Tensor], Tensor]  # (logits, targets) -> the scalar loss
+    backward: Callable[[Tensor], None]  # the loss's backward pass
+    optimizer_step: Callable[[], None]  # Adam's update
+    width_update: Callable[[], list[int]]  # the widths after the step (a fixed MLP: its own)
+
+    def step(self, xb: Tensor, yb: Tensor) -> list[int]:
+        """One training step on the batch ``(xb, yb)``; returns the widths it leaves."""
+        self.zero_grad()
+        self.backward(self.loss(self.forward(xb), yb))
+        self.optimizer_step()
+        return self.width_update()
+
+
+#: the phases of a step, :class:`StepParts`'s fields in the order a step runs them
+STEP_PARTS: tuple[str, ...] = ("zero_grad", "forward", "loss", "backward", "optimizer_step", "width_update")
+
+
+def _backward(loss: Tensor) -> None:
+    loss.backward()
+
+
+def awnn_parts_for(option: str, objective: str, n_layers: int, width: int, steady: bool, in_dim: int, out_dim: int,
+                   n_train: int, lr: float, seed: int) -> StepParts:
+    """A fresh AWNN (seeded) and its training step with ``option`` (:data:`OPTIONS`), as parts: zero the
+    gradients, forward, the loss (:class:`~hacn_core.awnn.ELBOLoss`, with the priors for ``elbo``), backward,
+    Adam, then the width update (``steady``: the widths frozen, the quantile widths alone)."""
+    if option not in OPTIONS:
+        raise ValueError(f"option={option!r} is not allowed; allowed: {', '.join(OPTIONS)}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} is not allowed; allowed: {', '.join(OBJECTIVES)}")
     torch.manual_seed(seed)
     model = AdaptiveMLP(AWNNConfig(in_dim=in_dim, out_dim=out_dim, n_hidden_layers=n_layers, activation="relu6",
                                    initial_width=width))
@@ -195,17 +203,89 @@ def awnn_step_for(option: str, objective: str, n_layers: int, width: int, steady
     if steady:
         model.freeze_widths()
 
-    def awnn_step(xb, yb):
+    def zero_grad() -> None:
         opt.zero_grad(set_to_none=True)
-        loss_fn(model(xb), yb).backward()
-        opt.step()
+
+    def width_update() -> list[int]:
         if steady:
             model.target_widths()  # what a width update computes when none changes
         else:
             update_widths(model, opt)  # WidthCallback.on_step_end
         return model.widths()
 
-    return awnn_step
+    return StepParts(zero_grad, model, loss_fn, _backward, opt.step, width_update)
+
+
+def awnn_step_for(option: str, objective: str, n_layers: int, width: int, steady: bool, in_dim: int, out_dim: int,
+                  n_train: int, lr: float, seed: int) -> Callable[[Tensor, Tensor], list[int]]:
+    """:func:`awnn_parts_for`'s step: ``step(xb, yb)`` trains one batch and returns the widths it trained."""
+    return awnn_parts_for(option, objective, n_layers, width, steady, in_dim, out_dim, n_train, lr, seed).step
+
+
+def fixed_parts_for(hidden: Sequence[int], in_dim: int, out_dim: int, n_train: int, lr: float,
+                    weight_decay: float) -> StepParts:
+    """A fresh :func:`fixed_relu6_mlp` at widths ``hidden`` and its training step as parts: the predictive
+    loss scaled to the training set as the ELBO's (``n_train / batch``), Adam with ``weight_decay`` (the
+    baseline ``fixed+wd`` takes the weight prior's ``1 / sigma_theta^2``); its width update returns
+    ``hidden``."""
+    net = fixed_relu6_mlp(in_dim, hidden, out_dim)
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+    widths = list(hidden)
+
+    def zero_grad() -> None:
+        opt.zero_grad(set_to_none=True)
+
+    def loss(out: Tensor, yb: Tensor) -> Tensor:
+        return F.cross_entropy(out, yb, reduction="sum") * (n_train / len(yb))
+
+    def width_update() -> list[int]:
+        return widths
+
+    return StepParts(zero_grad, net, loss, _backward, opt.step, width_update)
+
+
+class SpiralBatches:
+    """The SpiralHard training split (seed 0) and a seeded stream of random batches of ``batch_size``."""
+
+    def __init__(self, batch_size: int = 128, seed: int = 0) -> None:
+        splits = synthetic_splits("SpiralHard", 0)
+        self.x, self.y = splits["train"]  # (n_train, in_dim), (n_train,)
+        self.n_train, self.in_dim = len(self.y), self.x.shape[1]
+        self.out_dim = int(self.y.max()) + 1
+        self.batch_size = batch_size
+        self._gen = torch.Generator().manual_seed(seed)
+
+    def __call__(self) -> tuple[Tensor, Tensor]:
+        idx = torch.randint(0, self.n_train, (self.batch_size,), generator=self._gen)
+        return self.x[idx], self.y[idx]
+
+
+def time_steps(step: Callable[[Tensor, Tensor], list[int]], batches: Callable[[], tuple[Tensor, Tensor]],
+               steps: int) -> tuple[float, list[list[int]]]:
+    """``steps`` timed calls of ``step`` on fresh batches after one untimed one: (CPU seconds per step, the
+    widths each timed step returned). The batches are drawn before the clock starts."""
+    data = [batches() for _ in range(steps)]
+    step(*batches())
+    seen: list[list[int]] = []
+    c0 = time.process_time()
+    for xb, yb in data:
+        seen.append(step(xb, yb))
+    return (time.process_time() - c0) / steps, seen
+
+
+@contextlib.contextmanager
+def timing_conditions() -> Iterator[None]:
+    """One torch thread and subnormal floats flushed (see :mod:`hacn_core.awnn.studies.cost`) while timing;
+    the caller's settings restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    flush = torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        if flush:
+            torch.set_flush_denormal(False)
 
 
 def cells_table(rows: Sequence[dict[str, Any]], before: Sequence[dict[str, Any]] | None = None):
@@ -231,6 +311,33 @@ def cells_table(rows: Sequence[dict[str, Any]], before: Sequence[dict[str, Any]]
         table.insert(table.columns.get_loc("ratio"), "ratio before",
                      [old.get(tuple(idx[:len(key)]), float("nan")) for idx in table.index])
     return table
+
+
+def options_table(rows: Sequence[dict[str, Any]]):
+    """Rows of one measurement with several step options (``awnn-step-cells-fast``) as one line per cell:
+    mean width per layer, the baseline's us per step (``fixed+wd`` for ``elbo``, ``fixed`` for
+    ``likelihood``), each option's us per step and ratio (NaN where the option does not apply: the
+    likelihood has no priors) and ``at target``, the options at or under :data:`TARGET_RATIO` joined by
+    ", " (``"none"`` if no option is)."""
+    import pandas as pd
+
+    if not rows:
+        raise ValueError("no cells to tabulate: measure_cells returned no rows")
+    key = ("objective", "layers", "phase", "start_width")
+    cells: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        option = r.get("option", "default")
+        line = cells.setdefault(tuple(r[k] for k in key), {
+            **{k: r[k] for k in key}, "width/layer": r["width"],
+            "baseline (us/step)": r["fixed_wd_us"] if r["objective"] == "elbo" else r["fixed_us"],
+            **{c: float("nan") for o in OPTIONS for c in (f"{o} (us/step)", f"{o} / baseline")}, "at target": []})
+        line[f"{option} (us/step)"] = r["awnn_us"]
+        line[f"{option} / baseline"] = r["ratio"]
+        if r["ratio"] <= TARGET_RATIO:
+            line["at target"].append(option)
+    for line in cells.values():
+        line["at target"] = ", ".join(line["at target"]) or "none"
+    return pd.DataFrame(list(cells.values())).set_index(list(key))
 
 
 # ----------------------------------------------------------------------------- the stored measurement
