@@ -198,6 +198,7 @@ def test_plateau_schedule_in_fit():
     [
         (3, (5, 16), dict(schedule="cosine", warmup_epochs=0.5, grad_clip=1.0, accumulate=2, batch_size=8)),
         (7, (8,), dict(schedule="plateau", plateau_patience=0, weight_decay=0.01)),  # kill at an epoch boundary
+        (7, (8,), dict(schedule="cosine", warmup_epochs=0.5)),  # the same under a rate that changes every step
         (3, (5,), dict(precision="fp16", optimizer="nadam")),  # grad scaler state
     ],
 )

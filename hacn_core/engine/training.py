@@ -1174,7 +1174,9 @@ class _Run:
         self._append("epoch", self.epoch)
         self._append("step", self.global_step)
         self._append("train_loss", train_loss)
-        self._append("lr", self.cur_lr)
+        # the rate of the epoch's last step (``cur_lr`` is that, except after a resume at an epoch boundary,
+        # where it was set to the next step's rate before any step of this process ran)
+        self._append("lr", self.schedule.lr(self.global_step - 1) if self.global_step > 0 else self.cur_lr)
         self._append("time_s", self._wall())
         watched = train_loss if cfg.plateau_metric == "train_loss" else None
         if self.val is not None and (self.epoch % cfg.eval_every == 0 or self.epoch == cfg.epochs):
