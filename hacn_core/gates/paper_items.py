@@ -16,9 +16,11 @@ DEEP_GATED_PLAIN_FINDING = (
     "Why ours fails where the paper's trains is not Keras' 2017 defaults: the gates-keras study tried Glorot "
     "init, Keras BatchNorm, Nadam's epsilon, a clipped or capped gate and a Dot-BN-ReLU first layer at d = 50, "
     "one at a time and together (5-10 epochs, seed 0), and none made it train (test error stays far above 10%, "
-    "mean k near 1). Only starting k at 0.5 instead of the paper's 1 lets it learn: its test error falls "
-    "steadily over 10 epochs while the others stall; the 100-epoch, 3-seed confirmation at d = 50 and 100 is "
-    "still to run. At k = 1 the gates' gradients change sign from batch to "
+    "mean k near 1). Only starting k at 0.5 instead of the paper's 1 lets it learn. At the paper's full budget "
+    "(100 epochs, seeds 0-2) the d = 50 Gated PlainNet with k starting at 0.5 reaches 2.21% test error "
+    "(paper 1.36%) with mean final k 0.18 (paper 0.46) and 23 of 50 gates closed, while all the Keras defaults "
+    "together stay at 85.3%; the d = 100 confirmation is still running. At k = 1 the gates' gradients change "
+    "sign from batch to "
     "batch, so Adam only jitters k (chapter: 'Does a Keras default rescue the deep Gated PlainNet?')."
 )
 
