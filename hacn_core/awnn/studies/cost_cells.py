@@ -365,10 +365,15 @@ def measure_stored(config: dict[str, Any], context: Any) -> dict[str, Any]:
     return {"metrics": metrics, "curves": {k: [r[k] for r in rows] for k in ROW_KEYS}, "device": "cpu"}
 
 
+def rows_from_curves(result: Any, keys: Sequence[str]) -> list[dict[str, Any]]:
+    """The table rows a cost measurement stored column by column in its curves (one list per key)."""
+    curves = result.curves
+    return [{k: curves[k][i] for k in keys} for i in range(len(curves["ratio"]))]
+
+
 def stored_rows(result: Any) -> list[dict[str, Any]]:
     """The rows of a stored ``awnn-step-cells`` result, as :func:`measure_cells` returned them."""
-    curves = result.curves
-    return [{k: curves[k][i] for k in ROW_KEYS} for i in range(len(curves["ratio"]))]
+    return rows_from_curves(result, ROW_KEYS)
 
 
 FAST_ID = "awnn-step-cells-fast"
@@ -400,8 +405,7 @@ def measure_fast_stored(config: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def stored_fast_rows(result: Any) -> list[dict[str, Any]]:
     """The rows of a stored ``awnn-step-cells-fast`` result."""
-    curves = result.curves
-    return [{k: curves[k][i] for k in FAST_ROW_KEYS} for i in range(len(curves["ratio"]))]
+    return rows_from_curves(result, FAST_ROW_KEYS)
 
 
 FAST = Experiment(

@@ -35,7 +35,7 @@ from typing import Any
 from hacn_core.awnn import fast_cpp
 from hacn_core.awnn.studies.cost_cells import (
     OBJECTIVES, OPTIONS, PHASES, SIGMA_THETA, STEP_PARTS, TARGET_RATIO, SpiralBatches, StepParts, awnn_parts_for,
-    fixed_parts_for, time_steps, timing_conditions)
+    fixed_parts_for, rows_from_curves, time_steps, timing_conditions)
 from hacn_core.engine.registry import Experiment
 
 #: a cell: objective (:data:`OBJECTIVES`), hidden layers, widths adapting or steady (:data:`PHASES`), starting width
@@ -237,8 +237,7 @@ def measure_phases_stored(config: dict[str, Any], context: Any) -> dict[str, Any
 
 def stored_phase_rows(result: Any) -> list[dict[str, Any]]:
     """The rows of a stored ``awnn-step-phases`` result, as :func:`measure_phases` returned them."""
-    curves = result.curves
-    return [{k: curves[k][i] for k in ROW_KEYS} for i in range(len(curves["ratio"]))]
+    return rows_from_curves(result, ROW_KEYS)
 
 
 PHASES_EXPERIMENT = Experiment(
