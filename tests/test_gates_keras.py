@@ -214,6 +214,31 @@ def test_hypothesis_table_averages_seeds_and_gives_verdicts():
         kr.verdict(1.5)
 
 
+def test_confirmation_markdown_reads_every_number_from_the_table_and_the_paper():
+    results = [_result("k-init-0.5", s, e, k, closed=c, epochs=100) for s, e, k, c in
+               [(0, 0.02, 0.2, 20), (1, 0.03, 0.1, 25), (2, 0.025, 0.15, 24)]]
+    results += [_result("keras-all", 0, 0.9, 1.2, epochs=100)]
+    text = kr.confirmation_markdown(kr.hypothesis_table(results))
+    assert text.startswith("- $d = 50$ (paper: 1.36%, mean $k$ 0.46)")  # Tables 1-2
+    assert "**2.50%** test error (trains; seeds 0, 1, 2, 100 epochs), mean final $k$ 0.15, 23 of 50" in text
+    assert "**90.00%** test error (fails; seeds 0, 100 epochs), mean final $k$ 1.20, 0 of 50" in text
+    assert kr.confirmation_markdown(kr.hypothesis_table([])) == ""
+
+
+def test_the_ledger_finding_quotes_the_stored_confirmation():
+    """DEEP_GATED_PLAIN_FINDING is typed prose: every confirmation number it quotes is the stored runs'."""
+    from pathlib import Path
+
+    from hacn_core.engine.results import ResultsStore
+    from hacn_core.gates.paper_items import DEEP_GATED_PLAIN_FINDING
+
+    table = kr.stored_table("paper", store=ResultsStore(Path(__file__).resolve().parents[1] / "results"))
+    assert len(table), "the paper-profile confirmation of gates-keras is stored (results/gates-keras)"
+    for _, row in table.iterrows():
+        quoted = {f"{row['test error %']:.2f}%", f"{row['test error %']:.1f}%"}  # 2.21% or 85.3%
+        assert any(q in DEEP_GATED_PLAIN_FINDING for q in quoted), (row["hypothesis"], row["d"], quoted)
+
+
 def test_gate_gradients_by_hypothesis_matches_the_gates_mnist_diagnosis():
     from hacn_core.gates.studies import gradients
 

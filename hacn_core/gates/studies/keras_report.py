@@ -108,3 +108,35 @@ def gate_gradients_by_hypothesis(hypotheses: Sequence[str] | None = None, depth:
         rows.append({"hypothesis": hyp, "mean |dL/dk|": float(np.abs(g).mean()),
                      "sign agreement": float(np.abs(np.sign(g).mean(0)).mean()), "mean dL/dk": float(g.mean())})
     return pd.DataFrame(rows).set_index("hypothesis")
+
+
+def paper_gated_plain(depth: int) -> tuple[float, float]:
+    """(test error %, mean final ``k``) of the paper's Gated PlainNet at ``depth`` (Tables 1 and 2)."""
+    from hacn_core.gates.paper_items import item
+
+    return (item(f"gates/table1/mnist-d{depth}-gated-plain").paper_value,
+            item(f"gates/table2/mnist-d{depth}-gated-plain-mean-k").paper_value)
+
+
+def _count(mean: float) -> str:
+    """A mean count over seeds: whole numbers as such, others to one decimal."""
+    return f"{mean:.0f}" if float(mean).is_integer() else f"{mean:.1f}"
+
+
+def confirmation_markdown(table) -> str:
+    """The confirmation's reading, one bullet per depth, every number from ``table`` (:func:`hypothesis_table`
+    of the ``paper`` profile) or the paper (Tables 1-2). Empty when no run is stored."""
+    if not len(table):
+        return ""
+    names = {"k-init-0.5": "with $k$ starting at 0.5", "keras-all": "with all the Keras defaults together"}
+    lines = []
+    for d, rows in table.groupby("d", sort=True):
+        paper_error, paper_k = paper_gated_plain(int(d))
+        parts = []
+        for _, r in rows.iterrows():
+            name = names.get(r["hypothesis"], f"`{r['hypothesis']}`")
+            parts.append(f"{name}, **{r['test error %']:.2f}%** test error ({r['verdict']}; seeds {r['seeds']}, "
+                         f"{r['epochs']} epochs), mean final $k$ {r['mean k']:.2f}, {_count(r['gates closed'])} of {d} "
+                         f"gates closed")
+        lines.append(f"- $d = {d}$ (paper: {paper_error:.2f}%, mean $k$ {paper_k:.2f}): " + "; ".join(parts) + ".")
+    return "\n".join(lines)
