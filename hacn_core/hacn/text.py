@@ -25,6 +25,10 @@ Multiple-choice scoring (the zero-shot protocol)
     length in tokens (``normalize="tokens"``, the default) or not (``"none"``);
     the prediction is the best-scoring ending. One batched, right-padded forward
     pass per question (a causal model never sees the padding).
+    :func:`choice_accuracies` scores a list of items under any tokenizer and
+    ranks them three ways from the same pass (per token, summed, per character);
+    the readers of the paper's benchmarks (HellaSwag, PIQA, ARC-E) and the GPT-2
+    BPE are in :mod:`hacn_core.hacn.zeroshot`.
 
 Character tokenizer and token files (nanoGPT's approach)
     :class:`CharTokenizer` maps each distinct character of a corpus to an id
@@ -418,6 +422,50 @@ def noisy_item(item: ClozeItem, p: float, rng: RngLike, ops: Sequence[str] = PAP
     )
 
 
+#: how :func:`choice_accuracies` ranks the endings: log-likelihood per token, summed, per character
+ACCURACY_NORMALIZATIONS: tuple[str, ...] = ("tokens", "none", "chars")
+
+
+def choice_accuracies(
+    model: Callable[[Tensor], Tensor],
+    items: Sequence[ClozeItem],
+    encode: Callable[[str], Sequence[int] | np.ndarray],
+    noise_p: float = 0.0,
+    seed: int = 0,
+    alphabet: str = string.ascii_letters,
+    max_len: int | None = None,
+    device: str | torch.device = "cpu",
+) -> dict[str, float]:
+    """Fraction of ``items`` whose true ending scores best, under each ranking of ``ACCURACY_NORMALIZATIONS``.
+
+    One forward pass per item (:func:`score_endings` with ``normalize="none"``) gives the summed
+    log-likelihood ``S_k`` of each ending; ``"tokens"`` ranks by ``S_k / n_tokens(e_k)`` (the
+    length-normalised score of :func:`score_endings`), ``"none"`` by ``S_k``, ``"chars"`` by
+    ``S_k / len(e_k)`` in characters (the ``acc_norm`` of common zero-shot harnesses). Ties go to the
+    first ending (``argmax``). ``encode`` maps a string to token ids. With ``noise_p > 0`` each item is
+    corrupted by :func:`noisy_item` (context and every ending), inserting characters of ``alphabet``,
+    from one generator seeded by ``seed``.
+    """
+    if not items:
+        raise ValueError("items: no questions to score")
+    g = as_rng(seed)
+    correct = dict.fromkeys(ACCURACY_NORMALIZATIONS, 0)
+    for item in items:
+        if noise_p:
+            item = noisy_item(item, noise_p, g, alphabet=alphabet)
+        endings = [encode(e) for e in item.endings]
+        total = score_endings(model, encode(item.context), endings, normalize="none", max_len=max_len,
+                              device=device)  # (E,) float64
+        ranked = {
+            "tokens": total / torch.tensor([float(len(e)) for e in endings], dtype=torch.float64),
+            "none": total,
+            "chars": total / torch.tensor([float(len(e)) for e in item.endings], dtype=torch.float64),
+        }
+        for name, score in ranked.items():
+            correct[name] += int(score.argmax()) == item.label
+    return {name: c / len(items) for name, c in correct.items()}
+
+
 def multiple_choice_accuracy(
     model: Callable[[Tensor], Tensor],
     items: Sequence[ClozeItem],
@@ -431,25 +479,16 @@ def multiple_choice_accuracy(
     """Fraction of ``items`` whose true ending scores best (:func:`score_endings`), optionally under noise.
 
     With ``noise_p > 0`` each item is corrupted by :func:`noisy_item`, inserting
-    only letters of the tokenizer's vocabulary, from one seeded generator.
+    only letters of the tokenizer's vocabulary, from one seeded generator
+    (:func:`choice_accuracies` with the character tokenizer).
     """
-    if not items:
-        raise ValueError("items: no questions to score")
-    g = as_rng(seed)
+    check_choice("normalize", normalize, NORMALIZATIONS)
     letters = "".join(c for c in tokenizer.chars if c.isalpha()) or tokenizer.chars
-    correct = 0
-    for item in items:
-        if noise_p:
-            item = noisy_item(item, noise_p, g, alphabet=letters)
-        scores = score_endings(
-            model, tokenizer.encode(item.context), [tokenizer.encode(e) for e in item.endings],
-            normalize=normalize, max_len=max_len, device=device,
-        )
-        correct += int(scores.argmax()) == item.label
-    return correct / len(items)
+    return choice_accuracies(model, items, tokenizer.encode, noise_p, seed, letters, max_len, device)[normalize]
 
 
 __all__ = [
+    "ACCURACY_NORMALIZATIONS",
     "NOISE_OPS",
     "NORMALIZATIONS",
     "PAPER_NOISE_OPS",
@@ -458,6 +497,7 @@ __all__ = [
     "as_rng",
     "char_noise",
     "char_noise_with_log",
+    "choice_accuracies",
     "get_batch",
     "multiple_choice_accuracy",
     "noisy_item",

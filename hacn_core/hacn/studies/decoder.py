@@ -15,9 +15,12 @@ ResNet, ACN or H-ACN rule (``a_i ~ N(0.25, 0.005)``) and measures, per run:
   the converged ``a`` (the connectivity matrix of Figs. 1b and 9, read from
   ``alpha_final`` and the recorded history);
 * zero-shot multiple-choice accuracy with Table 1's character noise at
-  ``p = 0, 0.01, 0.03``: offline, the cloze of held-out Tiny Shakespeare lines of
-  :func:`hacn_core.hacn.text.shakespeare_cloze`, scored by the length-normalised
-  log-likelihood of each ending (:func:`hacn_core.hacn.text.multiple_choice_accuracy`).
+  ``p = 0, 0.01, 0.03``, scored by the length-normalised log-likelihood of each
+  ending: offline, the cloze of held-out Tiny Shakespeare lines of
+  :func:`hacn_core.hacn.text.shakespeare_cloze`
+  (:func:`hacn_core.hacn.text.multiple_choice_accuracy`); at the paper profile,
+  HellaSwag, PIQA and ARC-E read from their published files
+  (:mod:`hacn_core.hacn.zeroshot`, Fig. 4c and Table 1).
 
 Training data
 -------------
@@ -35,8 +38,22 @@ vocabulary 50,304, dropout 0.2, 208.54M parameters) on OpenWebText2 tokenised wi
 the GPT-2 BPE into ``$HACN_DATA/openwebtext2/{train,val}.bin`` (flat ``uint16``,
 nanoGPT's format; the error says how to make them), Table 5's training (240k steps,
 batch 128 with 4 accumulation steps, AdamW 1e-3, betas 0.9 / 0.95, weight decay
-0.01, cosine with 5% warmup, clipping 1.0, bf16 autocast on a GPU), seeds 0-2. The
-paper's zero-shot benchmarks (HellaSwag, PIQA, ARC-E) are not part of this run
+0.01, cosine with 5% warmup, clipping 1.0, bf16 autocast on a GPU), seeds 0-2. After
+training, the zero-shot benchmarks of Fig. 4c (``zeroshot_benchmarks``: HellaSwag
+validation, PIQA validation, ARC-Easy test) are scored at Table 1's noise levels
+(``zeroshot_noise``, ``zeroshot_noise_draws = 3`` draws at p > 0) with the GPT-2 BPE,
+when their published files are under the data root:
+``$HACN_DATA/zeroshot/hellaswag/hellaswag_val.jsonl``,
+``$HACN_DATA/zeroshot/piqa/valid.jsonl`` + ``valid-labels.lst``,
+``$HACN_DATA/zeroshot/arc_easy/ARC-Easy-Test.jsonl`` and
+``$HACN_DATA/gpt2/encoder.json`` + ``vocab.bpe``. They are read before training (a
+malformed file stops the run at once); a missing one is recorded as
+``zeroshot/<name>/not_evaluated`` with the message that names the path and the
+source, and the run goes on (the stored result then has no accuracies; files added
+later are scored on weights kept with ``$HACN_KEEP_MODELS`` through
+:func:`hacn_core.hacn.zeroshot.evaluate_zeroshot`, since the configuration hash does
+not change). Items with an ending over ``block_size // 2`` tokens are left out and
+counted (``zeroshot/<name>/dropped_long``). There is no Shakespeare cloze
 (``cloze_items = 0``).
 
 ``book``: Tiny Shakespeare at the character level (65 symbols; nanoGPT's 90 / 10
@@ -97,6 +114,7 @@ from hacn_core.hacn.text import (
     split_text,
     tiny_shakespeare,
 )
+from hacn_core.hacn.zeroshot import BENCHMARKS, PAPER_NOISE, evaluate_zeroshot, prepare_zeroshot
 from hacn_core.models.decoder import DecoderConfig, GPTDecoder, evaluate_layerwise_perplexity
 from hacn_core.models.mixer import num_parameters
 
@@ -117,6 +135,9 @@ CLOZE_NOISE: tuple[float, ...] = (0.0, 0.01, 0.03)
 CLOZE_SEED = 0  # the same items and the same noise for every run
 BOOK_STEPS = 2500
 OWT2_FOLDER = "openwebtext2"  # under the data root: train.bin, val.bin (GPT-2 BPE ids, uint16)
+#: the paper profile's zero-shot evaluation (Fig. 4c, Table 1); the other profiles have no such keys
+_PAPER_ZEROSHOT = dict(zeroshot_benchmarks=list(BENCHMARKS), zeroshot_noise=list(PAPER_NOISE),
+                       zeroshot_noise_draws=3, zeroshot_max_items=None)
 EVAL_STREAM = 1 << 39  # index offset of the windows of the periodic training-loss estimate (never trained on)
 
 _MODEL_KEYS = ("vocab_size", "block_size", "dim", "num_layers", "num_heads", "mlp_dim", "dropout")
@@ -136,7 +157,7 @@ def make_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float 
     if profile == "paper":
         model = _PAPER_MODEL
         run = dict(dataset="openwebtext2", steps=240_000, batch_size=128, accumulate=4, record_every_steps=1000,
-                   eval_every_steps=2000, eval_windows=256, val_windows=4096, cloze_items=0)
+                   eval_every_steps=2000, eval_windows=256, val_windows=4096, cloze_items=0, **_PAPER_ZEROSHOT)
     elif profile == "book":
         model = _BOOK_MODEL
         run = dict(dataset="tinyshakespeare", steps=BOOK_STEPS, batch_size=32, accumulate=1, record_every_steps=25,
@@ -181,6 +202,28 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ValueError(f"vocab_size={config['vocab_size']}: Tiny Shakespeare has 65 characters")
     if config["dataset"] == "openwebtext2" and config["cloze_items"]:
         raise ValueError("cloze_items must be 0 for openwebtext2: the Shakespeare cloze is character-level")
+    check_zeroshot(config)
+
+
+def check_zeroshot(config: Mapping[str, Any]) -> None:
+    """The ``zeroshot_*`` entries (paper profile only; absent elsewhere: no zero-shot evaluation)."""
+    benchmarks = config.get("zeroshot_benchmarks") or []
+    if not isinstance(benchmarks, (list, tuple)) or len(set(benchmarks)) != len(benchmarks):
+        raise ValueError(f"zeroshot_benchmarks={benchmarks!r} must be a list of distinct names; "
+                         f"allowed: {', '.join(BENCHMARKS)}")
+    for name in benchmarks:
+        if name not in BENCHMARKS:
+            raise ValueError(f"zeroshot_benchmarks: {name!r} is not valid; allowed: {', '.join(BENCHMARKS)}")
+    if not benchmarks:
+        return
+    if config["dataset"] != "openwebtext2":
+        raise ValueError(f"zeroshot_benchmarks needs dataset='openwebtext2' (the GPT-2 BPE), got "
+                         f"dataset={config['dataset']!r}")
+    noise = config["zeroshot_noise"]
+    if (not isinstance(noise, (list, tuple)) or not noise
+            or any(isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0 for p in noise)):
+        raise ValueError(f"zeroshot_noise={noise!r} must be a non-empty list of probabilities in [0, 1]")
+    measure.check_counts(config, ("zeroshot_noise_draws",), optional=("zeroshot_max_items",))
 
 
 # ----------------------------------------------------------------------------- data
@@ -349,7 +392,8 @@ def cloze_accuracies(model: GPTDecoder, val_text: str, tokenizer: CharTokenizer,
 
 
 def train_hacn_decoder(config: dict[str, Any], context: RunContext) -> dict[str, Any]:
-    """Pre-train one decoder of the study and measure Fig. 4's perplexities, Gamma / Delta_t and the cloze."""
+    """Pre-train one decoder of the study and measure Fig. 4's perplexities, Gamma / Delta_t, the cloze (offline)
+    or the zero-shot benchmarks (paper profile)."""
     check_config(config)
     corpus = load_corpus(config)
     T, B = config["block_size"], config["batch_size"]
@@ -360,6 +404,10 @@ def train_hacn_decoder(config: dict[str, Any], context: RunContext) -> dict[str,
     eval_n = min(config["eval_windows"], val.length)
     periodic = PeriodicLosses(TokenWindows(corpus["train"], T, eval_n, seed=config["seed"], offset=EVAL_STREAM),
                               TokenWindows(corpus["val"], T, eval_n, starts="tiled"), config["eval_every_steps"], B)
+    zeroshot = None
+    if config.get("zeroshot_benchmarks"):  # read before training: a malformed file stops the run now
+        zeroshot = prepare_zeroshot(config["zeroshot_benchmarks"], vocab_size=config["vocab_size"],
+                                    max_items=config["zeroshot_max_items"], max_len=config["block_size"])
     torch.manual_seed(config["seed"])
     model = build_model(config)
     out = fit(model, train, train_config(config), loss_fn=lm_loss, collate_fn=whole_batch, callbacks=[periodic],
@@ -384,12 +432,17 @@ def train_hacn_decoder(config: dict[str, Any], context: RunContext) -> dict[str,
     if config["cloze_items"]:
         for p, acc in cloze_accuracies(model, corpus["val_text"], corpus["tokenizer"], config).items():
             metrics[f"cloze_accuracy/{p:g}"] = acc
+    zeroshot_curves: dict[str, list[float]] = {}
+    if zeroshot is not None:
+        zeroshot_metrics, zeroshot_curves = evaluate_zeroshot(
+            model, zeroshot, config["zeroshot_noise"], config["zeroshot_noise_draws"], max_len=T, device=device)
+        metrics |= zeroshot_metrics
     if device.type == "cuda":
         metrics["peak_cuda_bytes"] = int(torch.cuda.max_memory_allocated(device))
     measure.keep_trained_weights(config, model, context)
     curves: dict[str, list] = {
         "loss_step": c["loss_step"], "train_eval_loss": c["train_eval_loss"], "val_eval_loss": c["val_eval_loss"],
-        "record_step": c["record_step"], "layerwise_val_perplexity": layerwise_ppl,
+        "record_step": c["record_step"], "layerwise_val_perplexity": layerwise_ppl, **zeroshot_curves,
     }
     weight_metrics, weight_curves = measure.residual_weight_summary(c, config["num_layers"])
     metrics |= weight_metrics
@@ -441,6 +494,7 @@ EXPERIMENT = Experiment(
                 "H-ACN 493): about 21.5 CPU-minutes a run, 3.2 CPU-hours for the 9 runs",
         "paper": "Table 4's GPT-2 (24 layers, d 768, RoPE, 208.54M) on OpenWebText2, Table 5's training (240k steps, "
                  "batch 128 x 4 accumulation, AdamW 1e-3 (0.9, 0.95), wd 0.01, cosine 5% warmup, clipping 1.0, bf16), "
-                 "seeds 0-2",
+                 "seeds 0-2; zero-shot HellaSwag / PIQA / ARC-E at p = 0, 0.01, 0.03 (3 noise draws) when their "
+                 "files and the GPT-2 vocabulary are under $HACN_DATA",
     },
 )
