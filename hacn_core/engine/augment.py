@@ -1,4 +1,4 @@
-"""Image augmentation inside the trainer: He et al. (2016)'s pad-crop-flip, on a batch's device.
+"""Image augmentation inside the trainer: He et al. (2016)'s pad-crop-flip and Zhang et al. (2018)'s Mixup.
 
 :func:`random_crop_flip` (pad 4, random crop, horizontal flip: the "moderate data
 augmentation" of the CIFAR ResNets, used by Residual Gates Sec. 3.2 and AWNN App. C.2)
@@ -6,11 +6,47 @@ and :class:`AugmentNormalize`, the :func:`~hacn_core.engine.training.fit` ``forw
 hook that augments training batches only, normalises and calls the model. Random
 numbers come from the global generator, which the trainer checkpoints, so a resumed
 run draws the same crops.
+
+Mixup (Zhang et al. 2018, "mixup: Beyond empirical risk minimization") trains on convex
+combinations of pairs of training examples and of their labels:
+
+    x' = lam x + (1 - lam) x[perm],        lam ~ Beta(alpha, alpha),
+    loss = lam CE(f(x'), y) + (1 - lam) CE(f(x'), y[perm])
+         = CE(f(x'), lam onehot(y) + (1 - lam) onehot(y[perm]))   (CE is linear in the target)
+
+with ``perm`` a uniformly random permutation of the batch. :class:`Mixup` is a ``forward``
+hook that returns the soft target of the second line, which the trainer's default
+cross-entropy takes as class probabilities: the same loss, no custom ``loss_fn``.
+
+One ``lam`` per batch: Beyer et al. (2022)'s ImageNet ViT-S/16 recipe (the ViT setup
+H-ACN App. A adopts, Sec. 3.3) sets the Mixup concentration to 0.2, and their
+big_vision configuration draws it without folding in the host, device or example, i.e.
+one mixing weight for the whole batch; they pair each image with its neighbour in the
+already shuffled batch and give the batch's own image the larger weight
+(``max(lam, 1 - lam)``). Here, as in Zhang et al., ``lam`` is unsorted and the partner
+comes from a random permutation. Not sorting changes nothing in distribution (the pair
+``(i, perm(i))`` at ``1 - lam`` is the pair ``(perm(i), i)`` at ``lam``, ``perm`` and its
+inverse are equally likely, and batch order does not enter the mean loss). Per image,
+the permuted partner (uniform over the batch) differs from the neighbour (uniform over
+the other images) only in that it is the image itself with probability ``1 / B``: about
+one unmixed image per batch. In
+:func:`~hacn_core.engine.training.fit` the hook runs once per micro batch, so with
+gradient accumulation or several ranks each micro batch (rank shard) gets its own ``lam``.
+
+``lam`` is drawn on the CPU and ``perm`` on the batch's device, both from the global
+generators, which the trainer checkpoints: a resumed run draws the same mixes. Only
+training batches are mixed (``model.training``); evaluation sees the plain batch and
+its labels. The trainer records no training accuracy (its ``train_loss`` is the mean
+of the objective trained, here the Mixup loss); against a soft target
+:func:`~hacn_core.engine.training.accuracy` scores the target's mass at the predicted
+class, ``lam [pred = y] + (1 - lam) [pred = y[perm]]``, plain accuracy for one-hot targets.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +82,59 @@ def random_crop_flip(x: Tensor, pad: int = 4, flip: bool = True, generator: torc
     return out.permute(0, 3, 1, 2).contiguous()
 
 
+def check_mixup_alpha(alpha: Any, name: str = "alpha") -> float:
+    """``alpha`` as a float if it is a finite number > 0 (Beta(alpha, alpha) needs a positive
+    concentration), else ``ValueError`` naming ``name``."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"{name}={alpha!r} must be a finite number > 0: the concentration of Mixup's "
+                         "Beta(alpha, alpha) (Beyer et al. 2022 use 0.2)")
+    return float(alpha)
+
+
+def mix_inputs(x: Tensor, lam: float, perm: Tensor) -> Tensor:
+    """``lam x + (1 - lam) x[perm]`` for a batch ``x`` of any shape ``(B, ...)``."""
+    return lam * x + (1 - lam) * x[perm]
+
+
+def mix_targets(y: Tensor, lam: float, perm: Tensor, num_classes: int) -> Tensor:
+    """The soft target ``lam onehot(y) + (1 - lam) onehot(y[perm])``, ``(B, num_classes)`` float32, of class
+    indices ``y`` ``(B,)``. (``F.one_hot`` with a given ``num_classes`` skips its range check on CUDA: no sync.)"""
+    a = F.one_hot(y, num_classes).float()
+    return lam * a + (1 - lam) * a[perm]
+
+
+class Mixup:
+    """The trainer's ``forward`` hook for Mixup (module docstring): ``forward(model, (x, y)) -> (logits, target)``.
+
+    In training mode it draws ``lam ~ Beta(alpha, alpha)`` and a permutation ``perm`` of the
+    batch (:meth:`draw`), calls the model on :func:`mix_inputs` and returns the soft target
+    :func:`mix_targets` (its width read from the logits), which the trainer's cross-entropy
+    takes as class probabilities. In eval mode it is ``model(x), y``.
+    """
+
+    def __init__(self, alpha: float) -> None:
+        self.alpha = check_mixup_alpha(alpha)
+        # float64: 4% of Beta(0.2, 0.2)'s mass lies within 1e-7 of 0 or 1, where a float32 lam near 1
+        # rounds to 1 (scipy's Beta cdf: 2 F(1e-7) = 0.042)
+        concentration = torch.tensor(self.alpha, dtype=torch.float64)
+        self.beta = torch.distributions.Beta(concentration, concentration)
+
+    def draw(self, batch_size: int, device: torch.device | str = "cpu") -> tuple[float, Tensor]:
+        """``(lam, perm)``: ``lam`` from the global CPU generator (a Python float, so mixing a batch on an
+        accelerator reads no device value), ``perm`` ``(batch_size,)`` from ``device``'s global generator."""
+        lam = float(self.beta.sample())
+        perm = torch.randperm(batch_size, device=device)
+        return lam, perm
+
+    def __call__(self, model: nn.Module, batch: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+        x, y = batch
+        if not model.training:
+            return model(x), y
+        lam, perm = self.draw(x.shape[0], x.device)
+        out = model(mix_inputs(x, lam, perm))  # (B, num_classes)
+        return out, mix_targets(y, lam, perm, out.shape[-1])
+
+
 class AugmentNormalize:
     """The trainer's ``forward`` hook: augment (training only), normalise, call the model.
 
@@ -53,13 +142,18 @@ class AugmentNormalize:
     ``model.training`` (the trainer evaluates in eval mode), on the batch's
     device, so in-memory CIFAR on a GPU is augmented on the GPU.
     ``mean``/``std`` are per-channel tensors; ``std`` of ones is the ResNet
-    recipe's mean subtraction.
+    recipe's mean subtraction. With ``mixup`` (a :class:`Mixup`), the cropped
+    and normalised training batch is mixed and the target is its soft target
+    (normalising is affine per channel and ``lam + (1 - lam) = 1``, so mixing
+    before or after it gives the same batch).
     """
 
-    def __init__(self, mean: Tensor, std: Tensor, pad: int = 4, flip: bool = True) -> None:
+    def __init__(self, mean: Tensor, std: Tensor, pad: int = 4, flip: bool = True,
+                 mixup: Mixup | None = None) -> None:
         self.mean = mean.reshape(1, -1, 1, 1).float()
         self.std = std.reshape(1, -1, 1, 1).float()
         self.pad, self.flip = pad, flip
+        self.mixup = mixup
         self._on: dict[torch.device, tuple[Tensor, Tensor]] = {}
 
     def normalize(self, x: Tensor) -> Tensor:
@@ -73,7 +167,9 @@ class AugmentNormalize:
         x, y = batch
         if model.training and (self.pad or self.flip):
             x = random_crop_flip(x, self.pad, self.flip)
+        if self.mixup is not None:
+            return self.mixup(model, (self.normalize(x), y))  # mixes in training mode only
         return model(self.normalize(x)), y
 
 
-__all__ = ["AugmentNormalize", "random_crop_flip"]
+__all__ = ["AugmentNormalize", "Mixup", "check_mixup_alpha", "mix_inputs", "mix_targets", "random_crop_flip"]

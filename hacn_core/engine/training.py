@@ -405,8 +405,17 @@ def _plan_step(n: int, batch: int, accumulate: int, world: int, rank: int, step:
 
 
 def accuracy(output: Tensor, target: Tensor) -> Tensor:
-    """Top-1 accuracy of logits ``output`` (class dimension last) against ``target``."""
-    return (output.argmax(-1) == target).float().mean()
+    """Top-1 accuracy of logits ``output`` (class dimension last) against ``target``.
+
+    ``target`` is class indices, or class probabilities of ``output``'s shape (a Mixup
+    target, :class:`hacn_core.engine.augment.Mixup`): then each example scores the target's
+    mass at the predicted class, ``lam [pred = y_a] + (1 - lam) [pred = y_b]`` for Mixup,
+    which is plain accuracy for one-hot targets.
+    """
+    pred = output.argmax(-1)
+    if output.dim() >= 2 and target.is_floating_point() and target.shape == output.shape:
+        return target.gather(-1, pred.unsqueeze(-1)).float().mean()
+    return (pred == target).float().mean()
 
 
 def _cross_entropy(label_smoothing: float) -> Callable[[Tensor, Tensor], Tensor]:
