@@ -17,6 +17,7 @@ from typing import Any
 from hacn_core import exact_checks
 from hacn_core.awnn.studies import (ablations, adaptive, compress, cost, cost_cells, cost_phases, graphs, images, init,
                                        tabular)
+from hacn_core.beyond import width_connectivity
 from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult
 from hacn_core.gates.studies import cifar, gradients, keras_defaults, mnist
@@ -50,6 +51,8 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     cifar.EXPERIMENT,  # gates-cifar: Sec. 3.2, Tables 3-6, Figs. 6-7
     # all three papers (hacn_core/exact_checks.py)
     exact_checks.EXPERIMENT,  # exact-checks: numbers that follow from definitions
+    # beyond the papers, new work (hacn_core/beyond/)
+    width_connectivity.EXPERIMENT,  # width-connectivity: H-ACN connectivity and AWNN widths learned together
 )
 
 

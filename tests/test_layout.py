@@ -1,6 +1,8 @@
 """The house rules of the library's layout, checked on the code itself.
 
 - The engine imports nothing of the papers.
+- Work beyond the papers (``hacn_core/beyond``) builds on the papers' packages,
+  the engine and the backbones; none of them imports it.
 - A student who adapts the AWNN chapters copies ``hacn_core/awnn``,
   ``hacn_core/engine`` and the backbone files the AWNN studies train
   (:data:`AWNN_BACKBONES`) and nothing else: the copy imports on its own.
@@ -66,6 +68,19 @@ def test_the_engine_imports_nothing_of_the_papers():
         if name.startswith("hacn_core.engine"):
             for target, _ in _imports(path, name):
                 assert target.startswith("hacn_core.engine"), (name, target)
+
+
+def test_work_beyond_the_papers_builds_on_them_and_none_of_them_imports_it():
+    modules = _modules()
+    papers = ("hacn_core.hacn", "hacn_core.awnn", "hacn_core.gates", "hacn_core.engine", "hacn_core.models")
+    beyond_may_use = ("hacn_core.beyond", "hacn_core.hacn", "hacn_core.awnn", "hacn_core.engine", "hacn_core.models")
+    assert any(name.startswith("hacn_core.beyond.") for name in modules)
+    for name, path in modules.items():
+        loaded = [m for target, names in _imports(path, name) for m in _resolve(target, names, modules)]
+        if name.startswith(papers):
+            assert not any(m.startswith("hacn_core.beyond") for m in loaded), name
+        if name.startswith("hacn_core.beyond"):
+            assert all(m.startswith(beyond_may_use) for m in loaded), (name, loaded)
 
 
 def test_awnn_imports_only_itself_the_engine_and_its_backbones():

@@ -129,7 +129,17 @@ ACN_FAMILY: tuple[str, ...] = SUM_RULES
 INIT_STRATEGIES: tuple[str, ...] = ("normal", "half_layers", "exp_decay", "constant")
 DENSE_BASES: tuple[str, ...] = ("resnet", "plain")
 DEPTH_LN_FORMS: tuple[str, ...] = ("paper", "code")
+#: a backbone's ``depth_ln`` setting: ``auto`` (:func:`resolve_depth_ln`), ``none`` (plain LayerNorm) or a form
+DEPTH_LN_CHOICES: tuple[str, ...] = ("auto", "none") + DEPTH_LN_FORMS
 CONNECTIVITY_LAYOUTS: tuple[str, ...] = ("none", "column", "figure")
+
+
+def resolve_depth_ln(depth_ln: str, rule: str) -> str:
+    """A backbone's ``depth_ln`` with ``auto`` resolved: ``paper`` (Eq. 7) for the ACN family (footnote 3: "another
+    technique we employ to enhance the forward pass of H-ACNs and ACNs"), else ``none``."""
+    if depth_ln != "auto":
+        return depth_ln
+    return "paper" if rule in ACN_FAMILY else "none"
 
 
 # ---------------------------------------------------------------------------

@@ -59,10 +59,9 @@ import torch
 from torch import Tensor, nn
 
 from hacn_core.hacn.connectivity import (
-    ACN_FAMILY,
     ALPHA_RULES,
     DENSE_BASES,
-    DEPTH_LN_FORMS,
+    DEPTH_LN_CHOICES,
     RULES,
     TWO_PART_RULES,
     AlphaInit,
@@ -71,12 +70,12 @@ from hacn_core.hacn.connectivity import (
     as_alpha_init,
     check_choice,
     make_norm,
+    resolve_depth_ln,
 )
 from hacn_core.models.exits import LayerwiseClassifier
 from hacn_core.models.mlp import MLP_KINDS, UNGATED_MLP_KINDS, MlpLayer, as_mlp_layer, mlp_kind
 
 LAYER_UNITS: tuple[str, ...] = ("block", "sublayer")
-DEPTH_LN_CHOICES: tuple[str, ...] = ("auto", "none") + DEPTH_LN_FORMS
 
 
 class MixerSettings:
@@ -191,9 +190,7 @@ class MixerConfig(MixerSettings):
     @property
     def resolved_depth_ln(self) -> str:
         """``depth_ln`` with ``auto`` resolved: ``paper`` for the ACN family, else ``none``."""
-        if self.depth_ln != "auto":
-            return self.depth_ln
-        return "paper" if self.rule in ACN_FAMILY else "none"
+        return resolve_depth_ln(self.depth_ln, self.rule)
 
 
 class PatchEmbedding(nn.Module):

@@ -42,21 +42,20 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hacn_core.hacn.connectivity import (
-    ACN_FAMILY,
     ALPHA_RULES,
     DENSE_BASES,
-    DEPTH_LN_FORMS,
+    DEPTH_LN_CHOICES,
     RULES,
     TWO_PART_RULES,
     DepthGain,
     as_alpha_init,
     check_choice,
     make_norm,
+    resolve_depth_ln,
 )
 from hacn_core.models.mlp import MLP_KINDS, MlpLayer, as_mlp_layer, mlp_layer
 
 LAYER_UNITS: tuple[str, ...] = ("block", "sublayer")
-DEPTH_LN_CHOICES: tuple[str, ...] = ("auto", "none") + DEPTH_LN_FORMS
 
 
 # ---------------------------------------------------------------------------
@@ -255,9 +254,7 @@ class TransformerSettings:
     @property
     def resolved_depth_ln(self) -> str:
         """``depth_ln`` with ``auto`` resolved: ``paper`` for the ACN family, else ``none``."""
-        if self.depth_ln != "auto":
-            return self.depth_ln
-        return "paper" if self.rule in ACN_FAMILY else "none"
+        return resolve_depth_ln(self.depth_ln, self.rule)
 
     def mlp_builder(self) -> MlpLayer:
         """The MLP layer: a kind name gets this config's ``bias``; a spec or callable is used as given."""

@@ -76,6 +76,7 @@ from hacn_core.hacn.studies.common import (
     step_cost_metrics,
 )
 from hacn_core.models.mixer import DenseMixer, DenseMixerConfig, MixerConfig, MLPMixer, num_parameters
+from hacn_core.models.mlp import MlpLayer
 
 if TYPE_CHECKING:  # pragma: no cover
     from hacn_core.engine.dry_run import DryRunPlan
@@ -260,20 +261,26 @@ def load_data(config: dict[str, Any]) -> dict[str, tuple[Tensor, Tensor]]:
             "test": (norm(Xt), yt)}
 
 
-def build_model(config: dict[str, Any], image_size: int, in_channels: int) -> nn.Module:
-    """The Mixer of ``config`` (its rule and residual-weight init), or the DenseNet-style Mixer."""
+def build_model(config: dict[str, Any], image_size: int, in_channels: int, *,
+                mlp: str | MlpLayer = "fixed") -> nn.Module:
+    """The Mixer of ``config`` (its rule and residual-weight init), or the DenseNet-style Mixer.
+
+    ``mlp`` is the MLP layer of the channel-mixing MLPs (:mod:`hacn_core.models.mlp`): this study's runs
+    use Appendix A's fixed GELU MLP; a study of learned widths passes an adaptive one.
+    """
     common = dict(image_size=image_size, in_channels=in_channels, num_classes=config["num_classes"],
                   patch_size=config["patch_size"], hidden_dim=config["hidden_dim"],
                   token_mlp_dim=config["token_mlp_dim"])
     generator = torch.Generator().manual_seed(config["seed"])
     if config["arch"] == "dense_mixer":
         return DenseMixer(DenseMixerConfig(num_layers=config["dense_layers"], growth=config["dense_growth"],
-                                           channel_mlp_dim=config["dense_channel_mlp_dim"], **common))
+                                           channel_mlp_dim=config["dense_channel_mlp_dim"], mlp=mlp, **common))
     alpha_init = None
     if config["alpha_mu"] is not None:
         alpha_init = AlphaInit(mu=config["alpha_mu"], sigma=config["alpha_sigma"])
     return MLPMixer(MixerConfig(num_layers=config["num_layers"], channel_mlp_dim=config["channel_mlp_dim"],
-                                rule=config["rule"], alpha_init=alpha_init, depth_ln=config["depth_ln"], **common),
+                                rule=config["rule"], alpha_init=alpha_init, depth_ln=config["depth_ln"], mlp=mlp,
+                                **common),
                     generator=generator)
 
 
