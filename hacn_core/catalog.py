@@ -16,7 +16,7 @@ from typing import Any
 
 from hacn_core import exact_checks
 from hacn_core.awnn.studies import (ablations, adaptive, compress, cost, cost_cells, cost_phases, graphs, images, init,
-                                       tabular)
+                                       tabular, text)
 from hacn_core.beyond import width_connectivity
 from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult
@@ -44,6 +44,7 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     cost_phases.PHASES_EXPERIMENT,  # awnn-step-phases: a few cells' steps phase by phase
     images.EXPERIMENT,  # awnn-images: ResNet-20 with an adaptive or fixed classifier, Table 4, Fig. 9
     graphs.EXPERIMENT,  # awnn-graphs: GIN with adaptive or fixed MLPs, Errica et al.'s folds, Table 5, Fig. 11
+    text.EXPERIMENT,  # awnn-text: Transformer with adaptive or fixed FFNs, denoising / Multi30k, App. C.3
     # Residual Gates (hacn_core/gates/studies/)
     mnist.EXPERIMENT,  # gates-mnist: Sec. 3.1, Tables 1-2, Figs. 4-5
     gradients.EXPERIMENT,  # gates-gate-gradients: every gate's gradient at initialisation

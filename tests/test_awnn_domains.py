@@ -23,7 +23,8 @@ from hacn_core.awnn.studies import images as im
 from hacn_core.awnn.studies.common import SplitAccuracy
 from hacn_core.engine.data import DatasetMissingError, missing_files
 from hacn_core.engine.results import ResultsStore, RunContext, pinned_threads
-from hacn_core.engine.training import Callback
+
+from _resume import resumed_equals_uninterrupted  # tests/_resume.py
 
 needs_images = pytest.mark.skipif(bool(missing_files("MNIST") or missing_files("FashionMNIST")),
                                   reason="MNIST / Fashion-MNIST are not under $HACN_DATA")
@@ -181,43 +182,16 @@ def test_graphs_smoke_runs_end_to_end(tmp_path):
 # --------------------------------------------------------------------------------- resume
 
 
-def _resumed_equals_uninterrupted(module, train, config, tmp_path, monkeypatch, kill_at):
-    """Kill a run after ``kill_at`` steps (checkpoints every 2 steps), run it again: same result."""
-    monkeypatch.setenv("HACN_CHECKPOINT_EVERY", "2steps")
-    real_fit = module.fit
-
-    class Kill(Callback):
-        def on_step_end(self, state):
-            if state.step == kill_at:
-                raise KeyboardInterrupt
-
-    def killing_fit(*args, callbacks=(), **kwargs):
-        return real_fit(*args, callbacks=[*callbacks, Kill()], **kwargs)
-
-    ref = train(config, RunContext(module.EXPERIMENT_ID, tmp_path / "a", progress=False))
-    monkeypatch.setattr(module, "fit", killing_fit)
-    with pytest.raises(KeyboardInterrupt):
-        train(config, RunContext(module.EXPERIMENT_ID, tmp_path / "b", progress=False))
-    monkeypatch.setattr(module, "fit", real_fit)
-    again = train(config, RunContext(module.EXPERIMENT_ID, tmp_path / "b", progress=False))
-    drop = {"cpu_s"}
-    assert {k: v for k, v in again["metrics"].items() if k not in drop} == {
-        k: v for k, v in ref["metrics"].items() if k not in drop}
-    for key, values in ref["curves"].items():
-        assert str(again["curves"][key]) == str(values), key  # str: NaN equals NaN
-    return ref
-
-
 @needs_images
 def test_an_image_run_resumed_equals_the_uninterrupted_one(tmp_path, monkeypatch):
     config = im.image_config("FashionMNIST", "adaptive", 0, 0, epochs=2, milestones=(1,), train_subset=384,
                              eval_subset=64, trace_every=1)
-    ref = _resumed_equals_uninterrupted(im, im.train_image_run, config, tmp_path, monkeypatch, kill_at=5)
+    ref = resumed_equals_uninterrupted(im, im.train_image_run, config, tmp_path, monkeypatch, kill_at=5)
     assert len(ref["curves"]["trace_step"]) == 7  # 2 epochs of 3 steps, and step 0
 
 
 @needs_graphs
 def test_a_graph_run_resumed_equals_the_uninterrupted_one(tmp_path, monkeypatch):
     config = gr.graph_config("MUTAG", 3, "adaptive", 1, epochs=3, layers=2)
-    ref = _resumed_equals_uninterrupted(gr, gr.train_graph_run, config, tmp_path, monkeypatch, kill_at=7)
+    ref = resumed_equals_uninterrupted(gr, gr.train_graph_run, config, tmp_path, monkeypatch, kill_at=7)
     assert ref["curves"]["record_epoch"] == [0, 1, 2, 3] and not math.isnan(ref["metrics"]["test_acc"])

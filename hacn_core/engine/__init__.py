@@ -6,6 +6,7 @@
 - ``optim``     optimizers, parameter groups by role, learning-rate schedules (plain arguments)
 - ``roles``     parameter roles (gate, mixing weight, rate, ...) that optimizers and reports read
 - ``data``      the data root, offline-aware loaders and the synthetic tabular tasks
+- ``text``      character noise, a character tokenizer and Tiny Shakespeare (shared by H-ACN and AWNN)
 - ``results``   the results store (one JSON file per run) and ``run_or_load``
 - ``profiles``  smoke / book / paper scale presets
 - ``registry``  :class:`Experiment` and :class:`Link`, running and selecting an experiment's runs

@@ -8,7 +8,8 @@ Data root
 
 Downloads
     With ``$HACN_DOWNLOAD`` unset (or ``1``) a missing dataset is downloaded the way
-    torchvision / torch-geometric do it. With ``HACN_DOWNLOAD=0``, or when the
+    torchvision / torch-geometric do it (Multi30k and GPT-2's ``tokenizer.json``: from
+    the Hugging Face Hub with the ``huggingface_hub`` package). With ``HACN_DOWNLOAD=0``, or when the
     download fails, a :class:`DatasetMissingError` names the dataset, the folder
     that was searched, the files expected there and the command that fetches them.
 
@@ -127,10 +128,29 @@ DATASETS: dict[str, DatasetSpec] = {
             ("input.txt",),
             "the char-rnn repository (github.com/karpathy/char-rnn)",
         ),
+        DatasetSpec(
+            "Multi30k",
+            "multi30k",
+            ("train.jsonl", "val.jsonl", "test.jsonl"),
+            "the Hugging Face Hub dataset bentrevett/multi30k, fetched with the huggingface_hub package "
+            "(pip install huggingface_hub)",
+        ),
+        DatasetSpec(
+            "gpt2-tokenizer",
+            "gpt2-tokenizer",
+            ("tokenizer.json",),
+            "the Hugging Face Hub model openai-community/gpt2 (its tokenizer.json), fetched with the "
+            "huggingface_hub package (pip install huggingface_hub)",
+        ),
     )
 }
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+#: files fetched from the Hugging Face Hub: dataset name -> (repository, repository type)
+HUB_REPOSITORIES: dict[str, tuple[str, str]] = {
+    "Multi30k": ("bentrevett/multi30k", "dataset"),
+    "gpt2-tokenizer": ("openai-community/gpt2", "model"),
+}
 
 
 class DatasetMissingError(FileNotFoundError):
@@ -209,6 +229,13 @@ def _download(name: str, base: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         with urllib.request.urlopen(TINY_SHAKESPEARE_URL, timeout=60) as response:
             _atomic_write_bytes(target, response.read())
+    elif name in HUB_REPOSITORIES:
+        from huggingface_hub import hf_hub_download
+
+        repo, kind = HUB_REPOSITORIES[name]
+        spec = _spec(name)
+        for file in spec.files:
+            hf_hub_download(repo, file, repo_type=kind, local_dir=base / spec.folder)
     else:  # pragma: no cover - guarded by _spec
         raise ValueError(name)
 
