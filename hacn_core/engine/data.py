@@ -340,12 +340,17 @@ def image_tensors(
 # --------------------------------------------------------------------------- graphs and text
 
 
-def load_tudataset(name: str, root: str | os.PathLike[str] | None = None, download: bool | None = None):
-    """torch-geometric's ``TUDataset(<root>/TUDataset, name)``; writes ``processed/`` beside ``raw/``."""
+def load_tudataset(name: str, root: str | os.PathLike[str] | None = None, download: bool | None = None,
+                   transform: Any = None):
+    """torch-geometric's ``TUDataset(<root>/TUDataset, name)``; writes ``processed/`` beside ``raw/``.
+
+    ``transform`` (a callable ``Data -> Data``) is applied to every graph when it is read,
+    never to the processed file, so one ``processed/`` serves every transform.
+    """
     from torch_geometric.datasets import TUDataset
 
     base = ensure_dataset(name, root, download)
-    return TUDataset(str(base / "TUDataset"), name)
+    return TUDataset(str(base / "TUDataset"), name, transform=transform)
 
 
 def load_text(name: str = "tinyshakespeare", root: str | os.PathLike[str] | None = None, download: bool | None = None) -> str:

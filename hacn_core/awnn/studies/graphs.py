@@ -1,4 +1,4 @@
-"""AWNN on graphs: GIN with adaptive MLPs against fixed ones, Errica et al.'s protocol (Table 1's NCI1 row, Fig. 11).
+"""AWNN on graphs: GIN with adaptive MLPs against fixed ones, Errica et al.'s protocol (Table 1's NCI1 and REDDIT-B rows, App. D's Fixed+, Fig. 11).
 
 What one run is
     One GIN (:mod:`hacn_core.models.gin`, Xu et al. 2019) whose MLPs (the one before
@@ -34,9 +34,53 @@ The paper's setting (Table 5), and how each point is read here
       ours with the same grid, every MLP of hidden width ``hidden`` = 64, so the two
       arms differ only in the MLPs.
 
+REDDIT-B (``REDDIT-BINARY``: 2,000 graphs, 2 classes, AWNN Table 2; ``paper`` profile only)
+    * The node feature. REDDIT-B's graphs (discussion threads: users and replies) carry
+      no node attributes, and AWNN Table 2 lists **1** feature. AWNN App. C.4 follows
+      Errica et al. (2020) and reuses their published GIN results as the fixed
+      baseline (Table 1: 87.0 (4.4)). Errica et al. (Fair comparison, ICLR 2020, the
+      experimental setup and the results table of the social datasets; recalled from
+      the published paper) give the nodes of the social datasets, which have no
+      features, one *uniform* feature, the same value 1 for every node, and report a
+      second set of runs with the node *degree* as the feature instead; GIN's REDDIT-B
+      results there are 87.0 +- 4.4 with the uniform feature and 89.9 +- 1.9 with the
+      degree. Both inputs are one number wide, so Table 2 does not tell them apart; the
+      87.0 (4.4) that Table 1 reuses does. So the paper's input is
+      ``x_v = 1`` for every node ``v``, ``x`` of shape ``(N, 1)``
+      (:class:`NodeFeature` ``"one"``; the configuration key ``node_feature``, which only
+      the graphs without node attributes have, so NCI1's and MUTAG's configurations and
+      hashes are unchanged). ``node_feature="degree"`` gives Errica et al.'s other
+      setting, ``x_v = deg(v)`` as one unscaled number (not one-hot). Errica et al.'s public
+      code agrees (values read, nothing copied): REDDIT-BINARY has one feature, made by
+      its ``use_one`` or ``use_degree`` option. With the constant input ``h^0`` is the same
+      vector at every node: what separates the classes is the structure (and, with sum
+      pooling, the graph's size).
+    * Grid, arms and seeds as NCI1's (Table 5 lists NCI1 / REDDIT-B together). The
+      folds are 10 stratified outer folds (1,800 / 200) with a 10% hold-out (1,620 / 180);
+      Table 2's "1800/100/100" and "1710/190" match no 10-fold split (NCI1's row does not
+      either), so the protocol above, not those counts, is followed.
+    * Fixed+ (App. D: 90.7 (1.4) on REDDIT-B): the fixed arm retrained with every MLP at
+      AWNN's learned width, ``mlp="fixed-plus"`` (a fixed GIN; its own arm for model
+      selection) with ``hidden`` = :data:`FIXED_PLUS_WIDTH` = 794. App. D says "the average
+      width over hidden layers ... reported in Table 1", but Table 1 reports the *total*
+      width (793.6) and Sec. 4 says "using the total width as the width of each layer";
+      794 is that total rounded half up, as ``awnn-fixed-plus`` rounds Table 1's tabular
+      widths (whose public configurations use the total per layer, 66 and 227). Same grid
+      and seeds as the other arms ("we run again the experiments").
+
 Profiles, and the book's subset
-    ``paper``: NCI1, 10 folds x Table 5's 12 grid points x both arms x seeds 0-2,
-    1000 epochs, patience 500 (720 runs). ``book``: measured cost first (one torch
+    ``paper``: NCI1 and REDDIT-B, 10 folds x Table 5's 12 grid points x both arms x
+    seeds 0-2, 1000 epochs, patience 500 (720 runs each), and REDDIT-B's Fixed+ arm
+    (360 runs): 1,800 runs. REDDIT-B's cost, measured on synthetic graphs of its mean size
+    (430-node random trees plus 68 edges, the constant feature; no REDDIT-B copy is here;
+    one torch thread on the 2-core machine while two other trainings ran, 2026-11-26,
+    median process time of 5 training steps after 2, collation included) at batch 32:
+    fixed 48 / 60 / 141 ms a step (1 / 2 / 4 convolutions), adaptive 78 / 93 / 217 ms,
+    Fixed+ 463 / 672 / 1186 ms (batch 128 with 4 convolutions: 4.7 s, the same per graph).
+    At 51 steps an epoch (evaluation not counted) the 1,080 REDDIT-B runs need about
+    5,000 CPU-hours at 1000 epochs (Fixed+ about three quarters of it), and at least half
+    that, since patience 500 stops no run before epoch 501.
+    ``book``: measured cost first (one torch
     thread, a 2-core machine shared with two other trainings, 2026-11-25, median
     process time of 5 steps after a warm-up): on NCI1 a step at batch 32 took 7-13
     ms (fixed, 1-4 convolutions) and 11-13 ms (adaptive) plus 2 ms to collate the
@@ -62,8 +106,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch_geometric.transforms import BaseTransform
+from torch_geometric.utils import degree
 
 from hacn_core.awnn import ELBOLoss, WidthCallback, model_widths, quantile_width
+from hacn_core.awnn.paper_items import item as paper_item
+from hacn_core.awnn.studies.ablations import round_half_up
 from hacn_core.awnn.studies.common import SplitAccuracy, check_choice, check_count, elbo_curves, selected_epoch
 from hacn_core.engine.data import load_tudataset
 from hacn_core.engine.folds import assessment_folds
@@ -77,8 +125,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "awnn-graphs"
-DATASETS: tuple[str, ...] = ("NCI1", "MUTAG")
+DATASETS: tuple[str, ...] = ("NCI1", "MUTAG", "REDDIT-BINARY")
+#: datasets whose graphs have no node attributes: their configurations carry ``node_feature``
+FEATURELESS: tuple[str, ...] = ("REDDIT-BINARY",)
+#: node features of :class:`NodeFeature` (``one``: Errica et al.'s uniform feature, the paper's)
+NODE_FEATURES: tuple[str, ...] = ("one", "degree")
+PAPER_NODE_FEATURE = "one"
+#: the two arms of every profile (book and smoke configurations use exactly these)
 MLPS: tuple[str, ...] = ("adaptive", "fixed")
+#: App. D's third arm: a fixed GIN whose every MLP has AWNN's learned total width
+FIXED_PLUS = "fixed-plus"
+ARMS: tuple[str, ...] = MLPS + (FIXED_PLUS,)
+#: Table 1's REDDIT-B AWNN total width, 793.6, rounded half up: each MLP's width in the Fixed+ arm
+FIXED_PLUS_WIDTH: int = round_half_up(paper_item("awnn/table1/reddit-b-awnn-width").paper_value)
 TABLE5_BATCHES: tuple[int, ...] = (32, 128)
 N_FOLDS = 10
 PAPER_SEEDS = (0, 1, 2)
@@ -88,7 +147,11 @@ EVAL_BATCH = 512
 
 
 def graph_config(dataset: str, fold: int, mlp: str, seed: int, **overrides: Any) -> dict[str, Any]:
-    """One run at Table 5's setting (the module docstring gives every choice); ``overrides`` replace entries."""
+    """One run at Table 5's setting (the module docstring gives every choice); ``overrides`` replace entries.
+
+    A dataset without node attributes (:data:`FEATURELESS`) also gets ``node_feature``
+    (:data:`PAPER_NODE_FEATURE`); the others have no such key.
+    """
     config = {
         "dataset": dataset,
         "fold": fold,
@@ -110,6 +173,8 @@ def graph_config(dataset: str, fold: int, mlp: str, seed: int, **overrides: Any)
         "k": 0.9,
         "sigma_theta": 10.0,
     }
+    if dataset in FEATURELESS:
+        config["node_feature"] = PAPER_NODE_FEATURE
     return with_overrides(config, overrides)
 
 
@@ -120,7 +185,10 @@ def _grid(dataset: str, mlps: Sequence[str], batches: Sequence[int], layers: Seq
 
 
 def paper_configs() -> list[dict[str, Any]]:
-    return _grid("NCI1", MLPS, TABLE5_BATCHES, TABLE5_LAYERS, POOLINGS, PAPER_SEEDS)
+    """NCI1 and REDDIT-B at Table 5's grid, both arms, seeds 0-2; REDDIT-B's Fixed+ arm (App. D) too."""
+    table5 = (TABLE5_BATCHES, TABLE5_LAYERS, POOLINGS, PAPER_SEEDS)
+    return (_grid("NCI1", MLPS, *table5) + _grid("REDDIT-BINARY", MLPS, *table5)
+            + _grid("REDDIT-BINARY", (FIXED_PLUS,), *table5, hidden=FIXED_PLUS_WIDTH))
 
 
 def book_configs() -> list[dict[str, Any]]:
@@ -138,7 +206,13 @@ def smoke_configs() -> list[dict[str, Any]]:
 def check_config(config: dict[str, Any]) -> None:
     """Refuse a configuration this experiment does not implement (the error names field and allowed values)."""
     check_choice("dataset", config["dataset"], DATASETS)
-    check_choice("mlp", config["mlp"], MLPS)
+    check_choice("mlp", config["mlp"], ARMS)
+    if config["dataset"] in FEATURELESS:
+        check_choice("node_feature", config.get("node_feature"), NODE_FEATURES)
+    elif "node_feature" in config:
+        raise ValueError(f"node_feature={config['node_feature']!r} is only for the datasets without node "
+                         f"attributes ({', '.join(FEATURELESS)}); {config['dataset']} uses its node labels")
+    check_count("hidden", config["hidden"], 1)
     check_choice("pooling", config["pooling"], POOLINGS)
     check_count("n_folds", config["n_folds"], 2)
     check_count("fold", config["fold"], 0, config["n_folds"] - 1)
@@ -149,13 +223,51 @@ def check_config(config: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------- data
 
 
+class NodeFeature(BaseTransform):
+    """The node feature of a graph without node attributes (Errica et al. 2020; AWNN Table 2: 1 feature).
+
+    Sets ``x`` to a float32 ``(N, 1)`` column, ``N = data.num_nodes``: ``kind="one"``
+    gives ``x_v = 1`` for every node (the paper's input on REDDIT-B), ``kind="degree"``
+    the degree ``x_v = deg(v)``, the number of ``edge_index`` columns leaving ``v``
+    (torch-geometric stores each undirected edge in both directions, so this counts the
+    neighbours; an isolated node gets 0). A graph that already has ``x`` is refused:
+    the feature would silently replace real node attributes. Returns a shallow copy;
+    the dataset's stored graphs are left as they are.
+    """
+
+    def __init__(self, kind: str = PAPER_NODE_FEATURE) -> None:
+        check_choice("node_feature", kind, NODE_FEATURES)
+        self.kind = kind
+
+    def forward(self, data: Any) -> Any:
+        if data.x is not None:
+            raise ValueError(f"NodeFeature({self.kind!r}) is for graphs without node attributes, but this graph "
+                             f"has x of shape {tuple(data.x.shape)}")
+        n = data.num_nodes
+        if self.kind == "one":
+            data.x = torch.ones(n, 1)
+        else:  # out-degree in the stored (symmetric) edge_index
+            data.x = degree(data.edge_index[0], n, dtype=torch.float32).unsqueeze(1)  # (N, 1)
+        return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.kind!r})"
+
+
+def load_graphs(config: dict[str, Any]) -> Any:
+    """The configuration's TU dataset, with :class:`NodeFeature` applied to every graph read when the
+    dataset has no node attributes. Missing offline: :class:`~hacn_core.engine.data.DatasetMissingError`."""
+    transform = NodeFeature(config["node_feature"]) if config["dataset"] in FEATURELESS else None
+    return load_tudataset(config["dataset"], transform=transform)
+
+
 def fold_data(config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The dataset and the fold's ``train`` / ``val`` / ``test`` subsets (torch-geometric datasets).
 
     Folds from :func:`hacn_core.engine.folds.assessment_folds` (seeded stratified, or
     the ``split_file``'s), the same for every run of a dataset and ``fold_seed``.
     """
-    dataset = load_tudataset(config["dataset"])
+    dataset = load_graphs(config)
     folds = assessment_folds(dataset.y.numpy(), config["n_folds"], config["holdout"], config["fold_seed"],
                              config["split_file"])
     fold = folds[config["fold"]]
@@ -176,9 +288,10 @@ def gin_forward(model: GIN, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def build_model(config: dict[str, Any], in_features: int, num_classes: int) -> GIN:
-    """The GIN of a configuration (weights from the current torch seed)."""
+    """The GIN of a configuration (weights from the current torch seed); Fixed+ is a fixed GIN."""
+    mlp = "fixed" if config["mlp"] == FIXED_PLUS else config["mlp"]
     return GIN(GINConfig(in_features=in_features, num_classes=num_classes, layers=config["layers"],
-                         pooling=config["pooling"], dim=config["dim"], mlp=config["mlp"], hidden=config["hidden"],
+                         pooling=config["pooling"], dim=config["dim"], mlp=mlp, hidden=config["hidden"],
                          rate=config["rate_init"], k=config["k"]))
 
 
@@ -277,8 +390,10 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
     real ones): the configuration's GIN, Adam, and for the adaptive arm Eq. 13 and Algorithm 1."""
     from hacn_core.engine.dry_run import DryRunPlan
 
-    features = {"NCI1": 37, "MUTAG": 7}[config["dataset"]]
-    n_train = {"NCI1": 3329, "MUTAG": 152}[config["dataset"]]
+    features = {"NCI1": 37, "MUTAG": 7, "REDDIT-BINARY": 1}[config["dataset"]]  # REDDIT-B: NodeFeature's one
+    n_train = {"NCI1": 3329, "MUTAG": 152, "REDDIT-BINARY": 1620}[config["dataset"]]
+    # graph size: 30 nodes, except REDDIT-B, whose threads have about 430 nodes on average (TU statistics)
+    nodes = 430 if config["dataset"] == "REDDIT-BINARY" else 30
     adaptive = config["mlp"] == "adaptive"
 
     class _Graphs(torch.nn.Module):  # (B, nodes, features) as B chain graphs, for the dry run's batches
@@ -294,20 +409,21 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
 
     def batch(b: int) -> tuple[torch.Tensor, torch.Tensor]:
         g = torch.Generator().manual_seed(0)
-        return torch.randn(b, 30, features, generator=g), torch.randint(0, 2, (b,), generator=g)
+        return torch.randn(b, nodes, features, generator=g), torch.randint(0, 2, (b,), generator=g)
 
     return DryRunPlan(
         key={k: config[k] for k in ("dataset", "mlp", "hidden", "layers", "pooling")},
         model=_Graphs, batch=batch, train=train_config(config), n_train=n_train,
         loss=(lambda model: ELBOLoss(model, n_train, sigma_theta=config["sigma_theta"])) if adaptive else None,
         callbacks=(lambda elbo: [WidthCallback(elbo)]) if adaptive else None,
-        note=(f"30-node chain graphs; adaptive MLPs at {quantile_width(config['rate_init'], config['k'])} neurons"
-              if adaptive else "30-node chain graphs"))
+        note=(f"{nodes}-node chain graphs; adaptive MLPs at {quantile_width(config['rate_init'], config['k'])} "
+              f"neurons" if adaptive else f"{nodes}-node chain graphs; MLPs of width {config['hidden']}"))
 
 
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
-    title="GIN with adaptive or fixed MLPs on NCI1 and MUTAG (AWNN Table 1, NCI1 row; Table 5; Fig. 11)",
+    title=("GIN with adaptive or fixed MLPs on NCI1, MUTAG and REDDIT-B (AWNN Table 1, NCI1 and REDDIT-B rows; "
+           "Table 5; App. D, Fixed+; Fig. 11)"),
     train=train_graph_run,
     plan=dry_run_plan,
     distributed=False,  # the widths change during training, which DistributedDataParallel cannot follow
@@ -317,7 +433,8 @@ EXPERIMENT = Experiment(
         "book": ("seeded stratified 10-fold protocol (not Errica et al.'s split files); NCI1: batch 32, sum pooling, "
                  "1/2/4 convolutions; MUTAG: Table 5's whole grid; both arms, seed 0, 100 epochs, patience 50: "
                  "300 runs, at most about 3.1 CPU-hours at a measured 1.6 s per NCI1 epoch"),
-        "paper": ("NCI1, 10 folds (Errica et al.'s split file when given), Table 5's grid (batch 32/128, 1/2/4 "
-                  "convolutions, sum/mean), both arms, seeds 0-2, Adam 0.01, 1000 epochs, patience 500"),
+        "paper": ("NCI1 and REDDIT-B (node feature: the constant 1), 10 folds (Errica et al.'s split file when "
+                  "given), Table 5's grid (batch 32/128, 1/2/4 convolutions, sum/mean), both arms, seeds 0-2, Adam "
+                  "0.01, 1000 epochs, patience 500; REDDIT-B also Fixed+ (App. D: every MLP 794 wide)"),
     },
 )
