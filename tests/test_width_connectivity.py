@@ -1,26 +1,32 @@
 """width-connectivity (new work beyond the papers): H-ACN connectivity with AWNN adaptive layer MLPs.
 
 The combined model at frozen widths is a fixed-width H-ACN network; at a_i = 1 it is the adaptive
-ResNet; a resize keeps the survivors' optimizer state and the residual weights; the truncation grid
-is the truncated networks built by hand; bad configurations are refused by name; a smoke run stores
-what the report reads.
+ResNet; a resize keeps the survivors' optimizer state and the residual weights; the frozen-width twin
+(learn_width=False) keeps its widths and rates while its other weights train, and starts from the same
+forward and loss as the learning run, parting only through the rates; the truncation grid is the
+truncated networks built by hand; bad configurations are refused by name; the report pairs learning
+runs with their frozen twins by seed and task; a smoke run stores what the report reads.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import random
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from hacn_core import catalog
-from hacn_core.awnn import AdaptiveMLP, ELBOLoss, adaptive_mlps, fast_cpp, truncate, update_widths
+from hacn_core.awnn import AdaptiveMLP, ELBOLoss, WidthCallback, adaptive_mlps, fast_cpp, truncate, update_widths
 from hacn_core.beyond import combined
 from hacn_core.beyond import width_connectivity as wc
 from hacn_core.beyond import width_connectivity_report as report
 from hacn_core.beyond.stack import ResidualMLPStack, StackConfig
+from hacn_core.engine.optim import param_groups
 from hacn_core.engine.results import ResultsStore, RunContext, RunResult, config_hash
+from hacn_core.engine.training import fit
 from hacn_core.hacn.connectivity import total_connectivity_strength
 from hacn_core.hacn.studies import mixer as hm
 from hacn_core.models.mixer import num_parameters
@@ -194,6 +200,103 @@ def test_a_resize_keeps_survivors_optimizer_state_and_the_residual_weights():
     assert any(not torch.equal(a, b) for a, b in zip(model.stack.alpha, before["alpha"]))
 
 
+# ----------------------------------------------------------------------------- the frozen-width twin
+
+
+def _fit(config, x, y, epochs):
+    """``config``'s model trained by the study's trainer (fit, Eq. 13 / N, Algorithm 1's callback) on (x, y)."""
+    torch.manual_seed(config["seed"])
+    model = wc.build_model(config, tuple(x.shape[1:]))
+    elbo = ELBOLoss(model, len(x), sigma_theta=config["sigma_theta"], per_sample=True)
+    out = fit(model, (x, y), wc.train_config(config, epochs), loss_fn=elbo, callbacks=[WidthCallback(elbo)],
+              progress=False)
+    return model, out
+
+
+def _raw_rates(model):
+    return [m.raw_rate.detach().clone() for m in adaptive_mlps(model)]
+
+
+def test_a_frozen_width_run_keeps_its_widths_and_rates_while_its_other_weights_train():
+    """learn_width=False: over 24 steps of the study's trainer the widths and the rates never move (every
+    record), the rates are in no parameter group of the optimizer, and every other parameter that gets a
+    gradient moves. The learning twin of the same seed moves its rates and its widths over the same steps."""
+    config = _stack_config("hacn", num_layers=3, lr=0.05, batch_size=32, record_every_steps=1)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(128, 2, generator=gen)
+    y = (x[:, 0] * x[:, 1] > 0).long()  # XOR-like quadrants: something to learn
+    torch.manual_seed(0)
+    start = wc.build_model(wc.frozen_width_config(config), (2,))
+    start_state = {k: v.clone() for k, v in start.state_dict().items()}
+    frozen, out = _fit(wc.frozen_width_config(config), x, y, epochs=6)
+    learning, out_l = _fit(config, x, y, epochs=6)
+    c, c_l = out.curves, out_l.curves
+    L, width = config["num_layers"], config["channel_mlp_dim"]
+    assert len(c["awnn/widths"]) == 25  # before training and after each of the 24 steps
+    assert all(ws == [width] * L for ws in c["awnn/widths"]) and combined.layer_widths(frozen) == [width] * L
+    assert all(rates == c["awnn/rates"][0] for rates in c["awnn/rates"])
+    assert all(torch.equal(r, start_state[f"stack.blocks.{i}.mlp.raw_rate"]) for i, r in enumerate(_raw_rates(frozen)))
+    assert not any(m.raw_rate.requires_grad for m in adaptive_mlps(frozen))
+    in_optimizer = {id(p) for g in param_groups(frozen, config["weight_decay"]) for p in g["params"]}
+    assert not any(id(m.raw_rate) in in_optimizer for m in adaptive_mlps(frozen))
+    # every other parameter trained; a_L alone feeds x_L, which the sum never reads (no gradient, no decay)
+    unchanged = {n for n, p in frozen.state_dict().items() if torch.equal(p, start_state[n])}
+    assert unchanged == {f"stack.blocks.{i}.mlp.raw_rate" for i in range(L)} | {f"stack.alpha.{L - 1}"}
+    assert c["train_loss"][-1] < c["train_loss"][0]
+    # the same steps with learn_width=True: rates and widths move
+    assert any(not torch.equal(a, b) for a, b in zip(_raw_rates(learning), _raw_rates(frozen)))
+    assert len({tuple(ws) for ws in c_l["awnn/widths"]}) > 1
+
+
+@pytest.mark.parametrize("setting", ["stack", "mixer"])
+def test_learning_and_frozen_twins_start_identical_and_part_only_through_the_rates(setting):
+    """Same seed, learn_width True and False: the same weights, the same first forward pass and the same first
+    loss (Eq. 13 / N, weight prior included) to the last bit. After one step of the study's trainer every
+    parameter but the rates is still equal bit for bit (same gradients, same AdamW update); the rates moved in
+    the learning run only. The outputs now differ, and putting the frozen run's rates back into the learning
+    run makes them equal again: the two differ by the rates (and the widths they set) and nothing else."""
+    if setting == "stack":
+        config = _stack_config("hacn", num_layers=3, batch_size=64)
+        x, y = torch.randn(64, 2, generator=torch.Generator().manual_seed(1)), torch.randint(0, 2, (64,))
+    else:
+        config = _mixer_config("hacn", batch_size=16)
+        x = torch.randn(16, 1, 28, 28, generator=torch.Generator().manual_seed(1))
+        y = torch.randint(0, 10, (16,))
+    frozen_config = wc.frozen_width_config(config)
+    assert config["learn_width"] is True and frozen_config["learn_width"] is False
+    models = {}
+    for name, c in (("learning", config), ("frozen", frozen_config)):
+        torch.manual_seed(config["seed"])
+        models[name] = wc.build_model(c, tuple(x.shape[1:]))
+    learning, frozen = models["learning"], models["frozen"]
+    a, b = learning.state_dict(), frozen.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    losses = {}
+    for name, m in models.items():
+        m.train()
+        losses[name] = ELBOLoss(m, len(x), sigma_theta=config["sigma_theta"], per_sample=True)(m(x), y)
+    assert torch.equal(learning(x), frozen(x)) and torch.equal(losses["learning"], losses["frozen"])
+    assert losses["learning"] > F.cross_entropy(learning(x), y)  # the weight prior is in both losses
+
+    learning, out_l = _fit(config, x, y, epochs=1)  # one optimizer step each (one batch an epoch)
+    frozen, out_f = _fit(frozen_config, x, y, epochs=1)
+    assert out_l.curves["step"][-1] == out_f.curves["step"][-1] == 1
+    assert out_l.curves["train_loss"] == out_f.curves["train_loss"]  # the same first loss, through fit
+    a, b = learning.state_dict(), frozen.state_dict()
+    rates = {k for k in a if k.endswith("raw_rate")}
+    assert len(rates) == config["num_layers"]
+    assert all(torch.equal(a[k], b[k]) for k in a if k not in rates)  # weights, a_i, norms: bit for bit
+    assert all(not torch.equal(a[k], b[k]) for k in rates)  # only the learning run's rates moved
+    assert combined.layer_widths(learning) == combined.layer_widths(frozen)  # one small step: no resize yet
+    learning.eval()
+    frozen.eval()
+    with torch.no_grad():
+        assert not torch.allclose(learning(x), frozen(x))
+        for m, raw in zip(adaptive_mlps(learning), _raw_rates(frozen)):
+            m.raw_rate.copy_(raw)
+        assert torch.equal(learning(x), frozen(x))
+
+
 # ----------------------------------------------------------------------------- the truncation grid
 
 
@@ -245,11 +348,25 @@ def test_truncation_grid_equals_truncated_networks_built_by_hand(setting):
 
 def test_profiles_reuse_the_fixed_width_studies_configurations():
     book = wc.configs("book")
-    mixers = [c for c in book if c["setting"] == "mixer"]
+    mixers = [c for c in book if c["setting"] == "mixer" and c["learn_width"]]
+    stacks = [c for c in book if c["setting"] == "stack" and c["learn_width"]]
+    frozen = [c for c in book if not c["learn_width"]]
     long_hashes = {config_hash(c) for c in hm.long_configs()}
-    assert len(mixers) == 18 and len([c for c in book if c["setting"] == "stack"]) == 9
+    assert len(mixers) == 18 and len(stacks) == 9 and len(book) == 18 + 6 + 9 + 9
+    assert len({config_hash(c) for c in book}) == len(book)
     # every Mixer run is a hacn-mixer-long run plus the width fields: its fixed-width control
     assert all(config_hash(wc.fixed_control_config(c)) in long_hashes for c in mixers)
+    # the frozen twins: the H-ACN Mixers (both tasks, seeds 0-2) and every stack run, each differing in
+    # learn_width alone; the stack's twin comes right after its run
+    assert wc.FROZEN_MIXER_RULES == ("hacn",)
+    assert sorted(map(config_hash, frozen)) == sorted(config_hash(wc.frozen_width_config(c)) for c in mixers + stacks
+                                                      if c["setting"] == "stack" or c["rule"] == "hacn")
+    assert {(c["num_classes"], c["seed"]) for c in frozen if c["setting"] == "mixer"} == {
+        (k, s) for k in (10, 2) for s in wc.SEEDS}
+    assert all(book[i + 1] == wc.frozen_width_config(c) for i, c in enumerate(book)
+               if c["setting"] == "stack" and c["learn_width"])
+    assert [c["rule"] for c in wc.configs("smoke") if not c["learn_width"]] == ["hacn"]
+    assert all(c["learn_width"] for c in wc.configs("paper"))
     assert {(c["rule"], c["num_classes"], c["seed"]) for c in mixers} == {
         (r, k, s) for r in wc.STUDY_RULES for k in (10, 2) for s in wc.SEEDS}
     assert all(c["epochs"] == hm.LONG_EPOCHS and c["train_subset"] is None for c in mixers)
@@ -275,6 +392,9 @@ def test_bad_configuration_names_the_field_and_the_allowed_values():
         (mixer | {"truncation_fractions": [1.0, 0.0]}, r"truncation_fractions=0.0 must be a number in \(0, 1\]"),
         (mixer | {"alpha_mu": None}, r"alpha_mu=None: the rules hacn need a number"),
         (stack | {"timing_steps": 0}, r"timing_steps=0 must be a positive integer"),
+        (stack | {"learn_width": 1}, r"learn_width=1 must be True .* or False"),  # 1 == True, yet not a bool
+        (mixer | {"learn_width": "no"}, r"learn_width='no' must be True .* or False"),
+        (mixer | {"learn_width": None}, r"learn_width=None must be True .* or False"),
     ]
     for config, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -334,11 +454,17 @@ def test_smoke_runs_store_the_metrics_and_the_report_reads_them(tmp_path, monkey
     """A stack run through the catalog into a temporary store, a Mixer run (fake images) through the train
     function; both yield the metrics named, and the report's five tables read them back."""
     store = ResultsStore(tmp_path)
-    (stored,) = catalog.run(wc.EXPERIMENT_ID, "smoke", store=store, where={"setting": "stack", "rule": "hacn"},
-                            progress=False)
-    _check_run(stored.metrics, stored.curves, stored.config)
+    stored, frozen = catalog.run(wc.EXPERIMENT_ID, "smoke", store=store, where={"setting": "stack", "rule": "hacn"},
+                                 progress=False)
+    assert frozen.config == wc.frozen_width_config(stored.config)
+    for run in (stored, frozen):
+        _check_run(run.metrics, run.curves, run.config)
+    assert all(ws == frozen.curves["widths"][0] for ws in frozen.curves["widths"])  # the twin's widths stay put
+    assert frozen.metrics["parameters"] == frozen.metrics["start_parameters"] == \
+        stored.metrics["start_parameters"] - stored.config["num_layers"]  # less the L rates, which do not train
     assert [r.config_hash for r in catalog.stored(wc.EXPERIMENT_ID, "smoke", store=store,
-                                                  where={"setting": "stack"})] == [stored.config_hash]
+                                                  where={"setting": "stack"})] == [stored.config_hash,
+                                                                                    frozen.config_hash]
 
     monkeypatch.setattr(hm, "image_tensors", _fake_images)
     config = _mixer_config("acn", train_subset=512, batch_size=64, epochs=4, record_every_steps=4, lr=1e-2)
@@ -353,16 +479,20 @@ def test_smoke_runs_store_the_metrics_and_the_report_reads_them(tmp_path, monkey
     control = RunResult(hm.LONG_ID, control_config, config_hash(control_config), 0,
                         {"test_accuracy": out["metrics"]["test_accuracy"] - 0.05, "parameters": 1000,
                          "first_half_exit_accuracy": 0.1, "seconds_per_epoch": 2.0, "steps": 20, "epochs": 2}, {})
-    runs = [stored, mixer]
+    runs = [stored, mixer, frozen]  # the frozen twin enters question 3 only
     depth = report.width_by_depth(runs)
     assert len(depth) == 2 + 2 and set(depth["rule"]) == {"hacn", "acn"}
     row = depth[(depth["rule"] == "hacn") & (depth["layer"] == 2)].iloc[0]
     assert row["width"] == stored.curves["final_widths"][1] and row["n"] == 1
     gw = report.gamma_and_width(runs).set_index("rule")
     assert gw.loc["acn", "Gamma"] == 0.0 and gw.loc["hacn", "total width"] == stored.metrics["total_width"]
-    (paired,) = report.against_fixed(runs, [control]).to_dict("records")
-    assert paired["task"] == "Fashion-MNIST, 10 classes" and paired["pairs"] == 1
-    assert paired["difference (points)"] == pytest.approx(5.0) and paired["fixed parameters"] == 1000
+    to_fixed, to_frozen = report.against_fixed(runs, [control]).to_dict("records")
+    assert to_fixed["task"] == "Fashion-MNIST, 10 classes" and to_fixed["fixed pairs"] == 1
+    assert to_fixed["vs fixed (points)"] == pytest.approx(5.0) and to_fixed["fixed parameters"] == 1000
+    assert to_fixed["frozen pairs"] == 0 and math.isnan(to_fixed["vs frozen (points)"])
+    assert (to_frozen["task"], to_frozen["rule"], to_frozen["frozen pairs"]) == ("SpiralHard", "hacn", 1)
+    assert to_frozen["vs frozen (points)"] == pytest.approx(
+        100 * (stored.metrics["test_accuracy"] - frozen.metrics["test_accuracy"]))
     times = report.time_per_step(runs, [control]).set_index("rule")
     assert times.loc["acn", "training wall, fixed (ms)"] == pytest.approx(200.0)
     assert times.loc["hacn", "adaptive (ms)"] == stored.metrics["adaptive/ms_per_step"]
@@ -372,3 +502,70 @@ def test_smoke_runs_store_the_metrics_and_the_report_reads_them(tmp_path, monkey
     html = report.show(gw.reset_index()).data  # rule ids shown as labels; one seed: no interval, explained
     assert "<td>H-ACN</td>" in html and "<td>ACN</td>" in html and "<td>hacn</td>" not in html
     assert report.MISSING_NOTE in html
+
+
+def test_the_report_pairs_learning_runs_with_their_frozen_twins_by_seed_and_task():
+    """Question 3 from made-up stored runs, handed over shuffled: every learning run meets the frozen twin of
+    its own seed and task (not one of another seed, nor of the other Mixer task, which differs by num_classes
+    alone), the differences are the means of the per-seed differences with Student-t intervals, a missing twin
+    drops its seed from that comparison only, and the twins stay out of the other questions' tables."""
+    book = wc.configs("book")
+
+    def learning(setting, classes, seed):
+        return next(c for c in book if c["setting"] == setting and c["rule"] == "hacn" and c["learn_width"]
+                    and c["seed"] == seed and c["num_classes"] == classes)
+
+    base = {("stack", 2): 0.90, ("mixer", 10): 0.80, ("mixer", 2): 0.95}  # far apart: a cross-task pair shows
+    seeds = {("stack", 2): (0, 1, 2), ("mixer", 10): (0, 1, 2), ("mixer", 2): (0, 1)}
+    no_twin = {("stack", 2, 2)}  # the stack's seed 2 has no stored twin yet
+
+    def result(config, acc, params):
+        metrics = {"test_accuracy": acc, "first_half_exit_accuracy": acc - 0.3, "parameters": params,
+                   "gamma": 0.5, "total_width": 100, "start_total_width": 96}
+        return RunResult(wc.EXPERIMENT_ID, config, config_hash(config), config["seed"], metrics, {})
+
+    runs, controls = [], []
+    for (setting, classes), b in base.items():
+        for s in seeds[setting, classes]:
+            config = learning(setting, classes, s)
+            runs.append(result(config, b + 0.01 * s, 1000 + 10 * s))  # adaptive: + 1 point a seed
+            if (setting, classes, s) not in no_twin:
+                runs.append(result(wc.frozen_width_config(config), b - 0.02 + 0.02 * s, 1200))  # frozen: + 2
+            if setting == "mixer" and classes == 10 and s < 2:
+                fixed = wc.fixed_control_config(config)
+                controls.append(RunResult(hm.LONG_ID, fixed, config_hash(fixed), s,
+                                          {"test_accuracy": b - 0.03, "first_half_exit_accuracy": b - 0.4,
+                                           "parameters": 900}, {}))
+    random.Random(0).shuffle(runs)
+
+    pairs = report.paired_frozen(runs)
+    assert len(pairs) == 3 + 3 + 2 - 1
+    for run, twin in pairs:
+        assert run.config["learn_width"] and not twin.config["learn_width"]
+        assert (run.seed, report.task_of(run.config), run.config["rule"]) == \
+            (twin.seed, report.task_of(twin.config), twin.config["rule"])
+    t95 = {2: 12.706204736174698, 3: 4.302652729749464}  # Student-t 97.5% quantiles, 1 and 2 degrees of freedom
+    table = report.against_fixed(runs, controls).set_index("task")
+    assert list(table.index) == ["Fashion-MNIST, 10 classes", "Fashion-MNIST, 2 classes", "SpiralHard"]
+    for (setting, classes), b in base.items():
+        row = table.loc[report.task_of(learning(setting, classes, 0))]
+        paired = [s for s in seeds[setting, classes] if (setting, classes, s) not in no_twin]
+        diffs = [100 * ((b + 0.01 * s) - (b - 0.02 + 0.02 * s)) for s in paired]  # 2 - s points
+        assert row["frozen pairs"] == len(paired) and row["n"] == len(seeds[setting, classes])
+        assert row["vs frozen (points)"] == pytest.approx(sum(diffs) / len(diffs))
+        sd = math.sqrt(sum((d - sum(diffs) / len(diffs)) ** 2 for d in diffs) / (len(diffs) - 1))
+        assert row["vs frozen (points) ±95%"] == pytest.approx(t95[len(diffs)] * sd / math.sqrt(len(diffs)))
+        assert row["vs frozen, middle exit (points)"] == pytest.approx(sum(diffs) / len(diffs))
+        assert row["frozen acc (%)"] == pytest.approx(100 * (b - 0.02) + 2 * sum(paired) / len(paired))
+        assert row["adaptive acc (%)"] == pytest.approx(100 * b + sum(seeds[setting, classes]) / row["n"])
+        assert row["frozen parameters"] == 1200
+        assert row["adaptive parameters"] == pytest.approx(1000 + 10 * sum(seeds[setting, classes]) / row["n"])
+    ten = table.loc["Fashion-MNIST, 10 classes"]  # the hacn-mixer-long controls of seeds 0 and 1
+    assert ten["fixed pairs"] == 2 and ten["vs fixed (points)"] == pytest.approx(3.5)  # 3 + s points, s = 0, 1
+    assert ten["fixed acc (%)"] == pytest.approx(77.0) and ten["fixed parameters"] == 900
+    for task in ("Fashion-MNIST, 2 classes", "SpiralHard"):  # no fixed-width control stored (the stack has none)
+        assert table.loc[task, "fixed pairs"] == 0 and math.isnan(table.loc[task, "vs fixed (points)"])
+    # the twins stay out of questions 1, 2 and 4: one cell per task, counting the learning runs only
+    gw = report.gamma_and_width(runs).set_index("task")
+    assert gw.loc["SpiralHard", "n"] == 3 and gw.loc["Fashion-MNIST, 2 classes", "n"] == 2
+    assert "frozen" in report.CONTROLS_NOTE and "activation" in report.CONTROLS_NOTE

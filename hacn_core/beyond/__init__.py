@@ -32,17 +32,18 @@ so ``f_i(x) = W_out^i h(x)`` (the Mixer adds its token mixing, ``f_i = t + c``).
 the rates after every optimizer step (AWNN Algorithm 1). Questions: does a layer's
 learned width depend on its depth, and differently under ResNet, ACN and H-ACN
 connectivity? Does the total width (and ``Gamma``) follow task difficulty? What does
-width learning cost in accuracy, parameters and time against the fixed-width H-ACN
-runs? And how do H-ACN's layer-wise exits (H-ACN Sec. 3.1) and AWNN's post-hoc
-truncation (AWNN Sec. 5.4) trade off, cut together?
+width learning cost in accuracy, parameters and time against a twin whose width is
+frozen at its start (all else equal) and against the fixed-width H-ACN runs? And how
+do H-ACN's layer-wise exits (H-ACN Sec. 3.1) and AWNN's post-hoc truncation (AWNN
+Sec. 5.4) trade off, cut together?
 
 Modules
 -------
 * :mod:`~hacn_core.beyond.stack`: the residual MLP stack on 2-d inputs (the tabular
   setting of AWNN's SpiralHard, layers joined by any H-ACN rule);
 * :mod:`~hacn_core.beyond.combined`: tools for a model with adaptive MLPs joined by a
-  residual rule: its widths, its fixed-width twin, truncated copies and the
-  (exit depth x kept width) truncation grid;
+  residual rule: its widths, freezing its width learning, its fixed-width twin,
+  truncated copies and the (exit depth x kept width) truncation grid;
 * :mod:`~hacn_core.beyond.width_connectivity`: the experiment ``width-connectivity``;
 * :mod:`~hacn_core.beyond.width_connectivity_report`: the tables a chapter shows,
   read from stored runs only.

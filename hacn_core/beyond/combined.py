@@ -6,6 +6,9 @@ AWNN's adaptive MLPs (AWNN Eq. 14: ``h_j = sigma(W x + b)_j f(j; nu)``, ``j < D`
 This module reads and cuts such a model:
 
 * :func:`layer_widths`: the hidden width ``D_i`` of every adaptive MLP, in layer order;
+* :func:`freeze_width_learning`: the width-learning ablation: the rates ``nu_i`` no
+  longer train and the widths no longer follow them, everything else unchanged (the
+  forward of Eq. 14 still scales neuron ``j`` by ``f(j; nu_i)`` at the starting rate);
 * :func:`fixed_width_twin`: the same function as a fixed-width network. With the
   widths frozen, an adaptive MLP is ``W_2 (sigma(W_1 x + b_1) * f) + b_2``, which is
   the fixed MLP ``Linear -> sigma -> Linear`` with the importances folded into the
@@ -32,7 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hacn_core.awnn import AdaptiveMLP, model_widths, truncate
+from hacn_core.awnn import AdaptiveMLP, adaptive_mlps, model_widths, truncate
 from hacn_core.hacn.connectivity import evaluate_layerwise
 from hacn_core.models.mlp import Mlp
 
@@ -45,6 +48,21 @@ _LAYER_PARAM = re.compile(r"(?:^|\.)stack\.(?:blocks|alpha|beta|k|dwa)\.(\d+)(?:
 def layer_widths(model: nn.Module) -> list[int]:
     """Every adaptive MLP's hidden width ``D_i`` in module order (the layer order of a stack)."""
     return model_widths(model)
+
+
+def freeze_width_learning(model: nn.Module) -> nn.Module:
+    """Stop ``model`` from learning its widths, in place: every adaptive MLP keeps its width (Algorithm 1's
+    ``update_width`` becomes a no-op) and its rates ``raw_rate`` stop training (``requires_grad=False``,
+    so no gradient reaches them and no optimizer built afterwards holds them). Returns ``model``.
+
+    Nothing else changes: same weights, same importances ``f(j; nu)`` at the unchanged rates, so the
+    forward and the loss of Eq. 13 are those of the learning model at the same parameters (the rate
+    prior's term is then a constant). Draws no random numbers.
+    """
+    for m in adaptive_mlps(model):
+        m.freeze_widths()
+        m.raw_rate.requires_grad_(False)
+    return model
 
 
 def check_fraction(fraction: Any, name: str = "fraction") -> float:
@@ -166,6 +184,7 @@ __all__ = [
     "check_fraction",
     "fixed_mlp_of",
     "fixed_width_twin",
+    "freeze_width_learning",
     "layer_of_parameter",
     "layer_widths",
     "parameters_by_exit",

@@ -23,9 +23,9 @@ Two settings (``setting``)
     model its :func:`~hacn_core.hacn.studies.mixer.build_model` with the channel-mixing
     MLPs made adaptive, starting at ``channel_mlp_dim`` neurons (128 at the book
     size, the fixed runs' width). Token-mixing MLPs stay fixed. Each fixed-width run
-    of ``hacn-mixer-long`` is therefore the control of exactly one run here (same
-    configuration minus the width fields, same seed, same data order), so the report
-    compares them pair by pair.
+    of ``hacn-mixer-long`` is therefore the control of exactly one learning run here
+    (same configuration minus the width fields, same seed, same data order), so the
+    report compares them pair by pair.
 ``stack``
     A residual MLP stack on AWNN's tabular SpiralHard (:mod:`hacn_core.beyond.stack`,
     AWNN Table 2's data and split): embedding ``2 -> 32``, 16 pre-norm layers each an
@@ -41,6 +41,25 @@ kaiming+ init, new neurons from ``N(0, 1)``, the weight prior ``N(0, 1)``
 an uninformative rate prior. AdamW's weight decay reaches the adaptive weights too
 (they are ``weight`` parameters); the ``a_i``, rates and norm gains are kept out of
 it by their roles.
+
+The frozen-width twin (``learn_width``)
+---------------------------------------
+The fixed-width ``hacn-mixer-long`` run differs from its adaptive run in more than
+width learning: GELU against ReLU, PyTorch's default ``Linear`` init against AWNN's
+kaiming+, no weight prior against the ``N(0, 1)`` prior of Eq. 13. So the study has
+a second control that differs *only* in whether the width is learned: the same
+configuration with ``learn_width=False`` (:func:`frozen_width_config`). Its model is
+built by the same code from the same random draws (same activation, init, starting
+width ``channel_mlp_dim``, importances ``f(j; nu)`` at the starting rate, weight prior,
+loss, data order and seed), and then its rates stop training (``requires_grad=False``:
+no gradient, not in the optimizer) and Algorithm 1's width update becomes a no-op
+(:func:`~hacn_core.beyond.combined.freeze_width_learning`), so every width stays at
+its start. The rate prior is uninformative here, so the loss of Eq. 13 is the same
+function of the other parameters in both arms: the two runs share their first forward
+pass and first loss, and part only through the rates' update and what follows from it.
+The twin's trainable parameters are the learning run's at the start less the ``L`` rates.
+The report pairs each learning run with its twin seed by seed (the clean comparison)
+and names the ``hacn-mixer-long`` control as differing in activation, init and prior too.
 
 Measured per run
 ----------------
@@ -58,7 +77,8 @@ Measured per run
   optimizer step (one thread, interleaved, :func:`~hacn_core.hacn.studies.common.interleaved_step_times`)
   of the trained adaptive model (with its width update), its fixed-width twin at the
   trained widths (:func:`~hacn_core.beyond.combined.fixed_width_twin`) and the
-  fixed-width control model at its own width;
+  fixed-width control model at its own width (in a frozen-width twin the first of
+  these is its own step: no rate gradient, a no-op width update);
 * the truncation grid (AWNN Sec. 5.4 x H-ACN Sec. 3.1): the test accuracy of every
   (exit depth, kept width fraction) pair, one truncated copy and one pass per fraction
   (:func:`~hacn_core.beyond.combined.truncation_grid`).
@@ -68,11 +88,13 @@ Profiles
 ``paper``: the Mixer at H-ACN Appendix A's size on CIFAR-10 and CIFAR-2 (300 epochs,
 batch 64; ``hacn-mixer``'s paper configurations, the adaptive MLPs starting at
 ``D_C = 512``), and the stack at AWNN's SpiralHard budget (5,000 epochs, Table 3);
-seeds 0-2. ``book``: ``hacn-mixer-long``'s 18 book runs (16-layer d-32 Mixer,
-12,900 optimizer steps each; the 2-class task as many steps) and the stack for
-:data:`BOOK_STACK_EPOCHS` epochs (28 steps each), 3 rules x 3 seeds: 27 runs in all.
-``smoke``: ``hacn-mixer``'s smoke Mixers (2 layers, 2,000 images, one epoch) and a
-2-layer stack for 3 epochs, seed 0.
+seeds 0-2; no frozen-width twins. ``book``: ``hacn-mixer-long``'s 18 book runs
+(16-layer d-32 Mixer, 12,900 optimizer steps each; the 2-class task as many steps)
+and the stack for :data:`BOOK_STACK_EPOCHS` epochs (28 steps an epoch), 3 rules x 3
+seeds, plus the frozen-width twins of the H-ACN Mixer runs
+(:data:`FROZEN_MIXER_RULES`: both tasks, seeds 0-2, 6 runs) and of all 9 stack runs:
+42 runs in all. ``smoke``: ``hacn-mixer``'s smoke Mixers (2 layers, 2,000 images, one
+epoch) and a 2-layer stack for 3 epochs with the frozen twin of its H-ACN run, seed 0.
 
 Cost, measured, and the book's arithmetic
     One torch thread, process (CPU) time, on the project's 2-core machine while it was
@@ -97,8 +119,31 @@ Cost, measured, and the book's arithmetic
     final measurements) took 52 CPU-seconds, so :data:`BOOK_STACK_EPOCHS` = 1,000
     epochs (28,000 steps, a fifth of AWNN's 5,000 epochs; widths move slowly at
     AdamW's 1e-3: +7 neurons in all over the 100-epoch probe) cost about 9 minutes a
-    run and 1.3 CPU-hours for the 9 runs. The book profile: about 8 CPU-hours, on two
-    workers about 4 hours of wall time on an idle machine.
+    run and 1.3 CPU-hours for the 9 runs.
+
+    The frozen-width twin, measured the same way (one thread, the machine again loaded
+    by two trainings, load average about 4), 9 repeats of 5 interleaved steps of the
+    learning model, its twin and, for the Mixer, the fixed control, at the starting
+    widths:
+
+    =====================  ===============  ===============  ====================
+    model (batch 128)      learning (ms)    frozen (ms)      fixed control (ms)
+    =====================  ===============  ===============  ====================
+    book Mixer, ResNet     91               87               88
+    book Mixer, H-ACN      98               105              95
+    stack (16 layers)      13               12               -
+    =====================  ===============  ===============  ====================
+
+    (a first probe of 3 repeats gave 110 / 138 / 128 ms for the H-ACN Mixer: under this
+    load the three differ by no more than the noise). Freezing drops only the rates'
+    gradient and the width update, both small next to the Mixer's matmuls, so a frozen
+    run costs what a learning run at the starting width costs: about 22 CPU-minutes a
+    Mixer run, 9 minutes a stack run. The 6 frozen H-ACN Mixers add 2.2 CPU-hours and the
+    9 frozen stacks 1.3. Frozen ResNet Mixers would add another 2.2 CPU-hours (a fifth
+    more on the whole profile) for a control of a rule the question does not centre on,
+    so :data:`FROZEN_MIXER_RULES` holds H-ACN only (add ``"resnet"`` there to run them).
+    The book profile: about 11.5 CPU-hours, on two workers about 6 hours of wall time on
+    an idle machine.
 """
 
 from __future__ import annotations
@@ -115,6 +160,7 @@ from hacn_core.awnn import ACTIVATIONS, ELBOLoss, WidthCallback, update_widths
 from hacn_core.beyond.combined import (
     check_fraction,
     fixed_width_twin,
+    freeze_width_learning,
     layer_widths,
     parameters_by_exit,
     truncation_grid,
@@ -150,8 +196,10 @@ SETTINGS: tuple[str, ...] = ("mixer", "stack")
 STUDY_RULES: tuple[str, ...] = ("resnet", "acn", "hacn")
 SEEDS: tuple[int, ...] = (0, 1, 2)
 #: the fields this study adds to a configuration of ``hacn-mixer-long`` (what makes its MLPs adaptive)
-WIDTH_FIELDS: tuple[str, ...] = ("setting", "awnn_k", "awnn_activation", "sigma_theta", "truncation_fractions",
-                                 "timing_repeats", "timing_steps")
+WIDTH_FIELDS: tuple[str, ...] = ("setting", "learn_width", "awnn_k", "awnn_activation", "sigma_theta",
+                                 "truncation_fractions", "timing_repeats", "timing_steps")
+#: the rules whose book Mixer runs get a frozen-width twin (``learn_width=False``; module docstring, "Cost")
+FROZEN_MIXER_RULES: tuple[str, ...] = ("hacn",)
 #: kept width fractions of the truncation grid (1: the trained widths)
 FRACTIONS: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25, 0.1)
 #: the stack's budget in the book profile (28 optimizer steps an epoch on SpiralHard's 3,500 training points)
@@ -165,9 +213,12 @@ TEST_BATCH = 1000  # images per evaluation batch of the layer-wise and truncatio
 
 
 def width_fields(profile: str) -> dict[str, Any]:
-    """The entries that make a run's MLPs adaptive (AWNN defaults, module docstring) and its extra measurements."""
+    """The entries that make a run's MLPs adaptive (AWNN defaults, module docstring) and its extra measurements.
+
+    ``learn_width``: True, the rates train and the widths follow them (the study); False, the frozen-width
+    twin (:func:`frozen_width_config`)."""
     smoke = profile == "smoke"
-    return {"awnn_k": 0.9, "awnn_activation": "relu", "sigma_theta": 1.0,
+    return {"learn_width": True, "awnn_k": 0.9, "awnn_activation": "relu", "sigma_theta": 1.0,
             "truncation_fractions": [1.0, 0.5] if smoke else list(FRACTIONS),
             "timing_repeats": 1 if smoke else 3, "timing_steps": 1 if smoke else 5}
 
@@ -228,11 +279,31 @@ def stack_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float
     return with_overrides(config, overrides)
 
 
+def frozen_width_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The frozen-width twin of a run: the same configuration with ``learn_width=False`` (same model, init,
+    starting width, prior, loss, data order and seed; the rates do not train and the widths stay put)."""
+    return config | {"learn_width": False}
+
+
 def configs(profile: str) -> list[dict[str, Any]]:
-    """Every run at ``profile``: the Mixer runs (:func:`mixer_configs`), then the stack, seed by seed."""
+    """Every run at ``profile``: the Mixer runs (:func:`mixer_configs`), then the stack, seed by seed.
+
+    ``book`` adds the frozen-width twins (:func:`frozen_width_config`): of the Mixer runs of
+    :data:`FROZEN_MIXER_RULES` (both tasks, every seed), after the learning Mixer runs, and of every stack
+    run, right after it. ``smoke`` adds the twin of its H-ACN stack run (the path exercised); ``paper`` none.
+    """
     seeds = SEEDS[:1] if profile == "smoke" else SEEDS
-    stack = [stack_config(rule, seed, profile=profile) for seed in seeds for rule in STUDY_RULES]
-    return mixer_configs(profile) + stack
+    mixers = mixer_configs(profile)
+    stack = []
+    for seed in seeds:
+        for rule in STUDY_RULES:
+            config = stack_config(rule, seed, profile=profile)
+            stack.append(config)
+            if profile == "book" or (profile == "smoke" and rule == "hacn"):
+                stack.append(frozen_width_config(config))
+    if profile == "book":
+        mixers += [frozen_width_config(c) for c in mixers if c["rule"] in FROZEN_MIXER_RULES]
+    return mixers + stack
 
 
 def fixed_control_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -268,6 +339,9 @@ def check_config(config: dict[str, Any]) -> None:
     for r in fractions:
         check_fraction(r, "truncation_fractions")
     check_counts(config, ("timing_repeats", "timing_steps"))
+    if not isinstance(config.get("learn_width"), bool):  # not check_choices: 1 == True would pass it
+        raise ValueError(f"learn_width={config.get('learn_width')!r} must be True (the rates train and the widths "
+                         "follow them) or False (the frozen-width twin)")
 
 
 # ----------------------------------------------------------------------------- data and models
@@ -287,16 +361,20 @@ def build_model(config: dict[str, Any], input_shape: Sequence[int], *, mlp: str 
 
     ``mlp``: the layer MLPs; default the adaptive ones of :func:`adaptive_layer`; ``"fixed"`` builds the
     fixed-width control (for the Mixer, exactly ``hacn-mixer-long``'s model of this configuration).
+    With ``learn_width=False`` the adaptive MLPs are built the same (same draws) and then frozen
+    (:func:`~hacn_core.beyond.combined.freeze_width_learning`).
     The ``a_i`` are drawn from a generator seeded with ``config["seed"]``, the rest from torch's global one.
     """
     mlp = adaptive_layer(config) if mlp is None else mlp
     if config["setting"] == "mixer":
-        return hm.build_model(config, image_size=input_shape[-1], in_channels=input_shape[0], mlp=mlp)
-    stack = StackConfig(in_features=int(input_shape[0]), num_classes=config["num_classes"],
-                        hidden_dim=config["hidden_dim"], num_layers=config["num_layers"],
-                        mlp_dim=config["channel_mlp_dim"], rule=config["rule"], alpha_init=_alpha_init(config),
-                        depth_ln=config["depth_ln"], mlp=mlp)
-    return ResidualMLPStack(stack, generator=torch.Generator().manual_seed(config["seed"]))
+        model = hm.build_model(config, image_size=input_shape[-1], in_channels=input_shape[0], mlp=mlp)
+    else:
+        stack = StackConfig(in_features=int(input_shape[0]), num_classes=config["num_classes"],
+                            hidden_dim=config["hidden_dim"], num_layers=config["num_layers"],
+                            mlp_dim=config["channel_mlp_dim"], rule=config["rule"], alpha_init=_alpha_init(config),
+                            depth_ln=config["depth_ln"], mlp=mlp)
+        model = ResidualMLPStack(stack, generator=torch.Generator().manual_seed(config["seed"]))
+    return model if config["learn_width"] else freeze_width_learning(model)
 
 
 def load_data(config: dict[str, Any]) -> dict[str, tuple[Tensor, Tensor]]:
@@ -444,7 +522,7 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
         shape, batch = (2,), classification_batch((2,), config["num_classes"])
     key = {k: config.get(k) for k in ("setting", "dataset", "rule", "num_classes", "hidden_dim", "num_layers",
                                       "channel_mlp_dim", "patch_size", "token_mlp_dim", "depth_ln", "awnn_k",
-                                      "awnn_activation")}
+                                      "awnn_activation", "learn_width")}
     return DryRunPlan(
         key=key | {"residual_weights": config["alpha_mu"] is not None},
         model=lambda: build_model(config, shape), batch=batch, train=train_config(config, epochs), n_train=n_train,
@@ -461,10 +539,11 @@ EXPERIMENT = Experiment(
     configs={"smoke": lambda: configs("smoke"), "book": lambda: configs("book"), "paper": lambda: configs("paper")},
     setting={
         "smoke": "2-layer Mixers with adaptive channel MLPs, 2,000 Fashion-MNIST images, 1 epoch; a 2-layer "
-                 "stack on SpiralHard, 3 epochs; seed 0",
+                 "stack on SpiralHard, 3 epochs, and its H-ACN run's frozen-width twin; seed 0",
         "book": f"hacn-mixer-long's 16-layer d-32 Mixer with adaptive channel MLPs, all 55,000 Fashion-MNIST "
                 f"images, {hm.LONG_EPOCHS} epochs (10 and 2 classes); a 16-layer adaptive stack on SpiralHard, "
-                f"{BOOK_STACK_EPOCHS} epochs; ResNet / ACN / H-ACN, seeds 0-2",
+                f"{BOOK_STACK_EPOCHS} epochs; ResNet / ACN / H-ACN, seeds 0-2; frozen-width twins of the H-ACN "
+                "Mixers and of every stack run",
         "paper": "Appendix A's Mixer with adaptive channel MLPs on CIFAR-10 / CIFAR-2, 300 epochs; the stack on "
                  f"SpiralHard, {PAPER_STACK_EPOCHS} epochs; seeds 0-2",
     },

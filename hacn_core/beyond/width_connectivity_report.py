@@ -9,16 +9,21 @@ stored runs (:func:`load`; nothing here trains) and answers, per task and rule
    over seeds with a 95% Student-t interval (:func:`hacn_core.engine.stats.estimate`);
 2. :func:`gamma_and_width`: ``Gamma = ||a||_2 / sqrt(L)`` (H-ACN Sec. 4) and the total
    width, per task: do connectivity and width both follow task difficulty?
-3. :func:`against_fixed`: test accuracy and parameters against the fixed-width
-   ``hacn-mixer-long`` run of the same configuration and seed, paired seed by seed;
+3. :func:`against_fixed`: test accuracy and parameters against (a) the run's
+   frozen-width twin (``learn_width=False``: the same run whose width stays at its start,
+   the only difference; :func:`paired_frozen`) and (b) the fixed-width
+   ``hacn-mixer-long`` run of the same configuration (which differs in activation, init
+   and weight prior too; :func:`paired_controls`), both paired seed by seed;
 4. :func:`time_per_step`: milliseconds per optimizer step side by side: the adaptive
    model, its fixed-width twin at the learned widths, the fixed control (measured in
    one process, interleaved) and the wall time of both trainings;
 5. :func:`truncation_table`: the accuracy of every (kept width fraction, exit depth)
    pair, AWNN Sec. 5.4's truncation crossed with H-ACN Sec. 3.1's exits.
 
-Each returns a ``pandas.DataFrame``; :func:`show` renders one as the house table
-(:func:`hacn_core.engine.tables.house_table`) with the study's labels.
+Questions 1, 2, 4 and 5 read the runs that learn their width only (:func:`learns_width`);
+the frozen-width twins enter question 3. Each returns a ``pandas.DataFrame``;
+:func:`show` renders one as the house table (:func:`hacn_core.engine.tables.house_table`)
+with the study's labels.
 """
 
 from __future__ import annotations
@@ -38,6 +43,11 @@ from hacn_core.hacn.studies import mixer as hm
 RULE_LABELS: dict[str, str] = {"resnet": "ResNet", "acn": "ACN", "hacn": "H-ACN"}
 #: what a missing cell means in every table of this module
 MISSING_NOTE = "no stored run of this cell yet, or a single run (no interval)"
+#: what the two controls of question 3 are (a note for :func:`show` of :func:`against_fixed`)
+CONTROLS_NOTE = ("frozen: the same run with its widths frozen at the start (the rates do not train), the only "
+                 "difference; fixed: hacn-mixer-long's run of the same configuration and seed, which also differs "
+                 "in activation (GELU, not ReLU), init (PyTorch's default, not kaiming+) and weight prior (none, "
+                 "not N(0, 1)). Differences: adaptive - control, mean of the per-seed differences")
 
 
 def task_of(config: dict[str, Any]) -> str:
@@ -48,12 +58,18 @@ def task_of(config: dict[str, Any]) -> str:
     return f"{name}, {config['num_classes']} classes"
 
 
+def learns_width(result: RunResult) -> bool:
+    """Whether a run learned its width (``learn_width``; False: a frozen-width twin)."""
+    return bool(result.config["learn_width"])
+
+
 def _cells(results: Sequence[RunResult]) -> dict[tuple[str, str], list[RunResult]]:
-    """Runs grouped by (task, rule), tasks in order of appearance, rules in :data:`STUDY_RULES` order,
-    each cell in seed order."""
+    """The runs that learn their width grouped by (task, rule), tasks in order of appearance, rules in
+    :data:`STUDY_RULES` order, each cell in seed order."""
     cells: dict[tuple[str, str], list[RunResult]] = {}
     for r in results:
-        cells.setdefault((task_of(r.config), r.config["rule"]), []).append(r)
+        if learns_width(r):
+            cells.setdefault((task_of(r.config), r.config["rule"]), []).append(r)
     tasks = list(dict.fromkeys(t for t, _ in cells))
     return {(t, rule): sorted(cells[t, rule], key=lambda r: r.seed or 0)
             for t in tasks for rule in STUDY_RULES if (t, rule) in cells}
@@ -80,25 +96,39 @@ def fixed_experiment(profile: str) -> Experiment:
 
 
 def load(profile: str = "book", *, store: ResultsStore | None = None) -> tuple[list[RunResult], list[RunResult]]:
-    """``(runs, controls)``: the stored runs of ``width-connectivity`` at ``profile`` and the stored
-    fixed-width runs they pair with (:func:`fixed_experiment`). Never trains."""
+    """``(runs, controls)``: the stored runs of ``width-connectivity`` at ``profile`` (those that learn
+    their width and their frozen-width twins) and the stored fixed-width runs they pair with
+    (:func:`fixed_experiment`). Never trains."""
     runs = stored_runs(EXPERIMENT, profile, store=store)
     controls = stored_runs(fixed_experiment(profile), profile, store=store)
     return runs, controls
 
 
 def paired_controls(results: Sequence[RunResult], controls: Sequence[RunResult]) -> list[tuple[RunResult, RunResult]]:
-    """``(adaptive run, fixed control)`` for every Mixer run whose control is stored: the control's study
-    configuration is the run's minus the width fields
+    """``(adaptive run, fixed control)`` for every Mixer run that learns its width and whose control is
+    stored: the control's study configuration is the run's minus the width fields
     (:func:`~hacn_core.beyond.width_connectivity.fixed_control_config`)."""
     by_key = {config_hash(study_config(c.config)): c for c in controls}
     pairs = []
     for r in results:
-        if r.config["setting"] != "mixer":
+        if r.config["setting"] != "mixer" or not learns_width(r):
             continue
         control = by_key.get(config_hash(fixed_control_config(study_config(r.config))))
         if control is not None:
             pairs.append((r, control))
+    return pairs
+
+
+def paired_frozen(results: Sequence[RunResult]) -> list[tuple[RunResult, RunResult]]:
+    """``(adaptive run, frozen-width twin)`` for every run that learns its width and whose twin is among
+    ``results``: the twin's study configuration is the run's with ``learn_width=False``
+    (:func:`~hacn_core.beyond.width_connectivity.frozen_width_config`): same task, rule, seed, everything."""
+    frozen = {config_hash(study_config(r.config) | {"learn_width": True}): r for r in results if not learns_width(r)}
+    pairs = []
+    for r in results:
+        twin = frozen.get(config_hash(study_config(r.config))) if learns_width(r) else None
+        if twin is not None:
+            pairs.append((r, twin))
     return pairs
 
 
@@ -161,32 +191,58 @@ def gamma_and_width(results: Sequence[RunResult]):
 # ----------------------------------------------------------------------------- 3. against the fixed-width runs
 
 
-def against_fixed(results: Sequence[RunResult], controls: Sequence[RunResult]):
-    """Question 3: accuracy and parameters of the adaptive Mixers against their fixed-width controls.
+def _against(name: str, pairs: Sequence[tuple[RunResult, RunResult]]) -> dict[str, float]:
+    """The columns of one control ``name`` of question 3 from its ``(adaptive, control)`` pairs: the control's
+    accuracy, the paired differences (final exit with a 95% interval, middle exit), its parameters and the
+    pair count; NaN (0 pairs) where no pair is stored."""
+    if not pairs:
+        return {f"{name} acc (%)": np.nan, f"vs {name} (points)": np.nan, f"vs {name} (points) ±95%": np.nan,
+                f"vs {name}, middle exit (points)": np.nan, f"{name} parameters": np.nan, f"{name} pairs": 0}
+    m = [(r.metrics, c.metrics) for r, c in pairs]
+    return {f"{name} acc (%)": 100 * float(np.mean([c["test_accuracy"] for _, c in m])),
+            **_with(f"vs {name} (points)", [r["test_accuracy"] - c["test_accuracy"] for r, c in m], 100.0),
+            f"vs {name}, middle exit (points)": 100 * float(np.mean(
+                [r["first_half_exit_accuracy"] - c["first_half_exit_accuracy"] for r, c in m])),
+            f"{name} parameters": float(np.mean([c["parameters"] for _, c in m])),
+            f"{name} pairs": len(pairs)}
 
-    Per task and rule, over the seeds whose control is stored (:func:`paired_controls`):
-    test accuracy of both (%), their paired difference (adaptive - fixed, mean of the
-    per-seed differences with a 95% interval), the final exit's and the middle exit's
-    accuracy difference, and the parameters of both (the adaptive ones at the end of
-    training). The stack has no stored fixed-width runs and is not in this table.
+
+def against_fixed(results: Sequence[RunResult], controls: Sequence[RunResult] = ()):
+    """Question 3: does learning the width cost accuracy, and how many parameters does it save?
+
+    Per task and rule, the runs that learn their width against two controls, each paired
+    seed by seed:
+
+    * ``frozen``: the run's frozen-width twin among ``results`` (:func:`paired_frozen`),
+      identical but for the width learning: *the* clean comparison, for the Mixer
+      (:data:`~hacn_core.beyond.width_connectivity.FROZEN_MIXER_RULES`) and the stack;
+    * ``fixed``: the fixed-width ``hacn-mixer-long`` run of ``controls``
+      (:func:`paired_controls`), Mixer only; it differs in activation, init and weight
+      prior too (:data:`CONTROLS_NOTE`), so its difference is not width learning's alone.
+
+    Columns: the adaptive test accuracy (%, mean over the cell's runs), their parameters
+    at the end of training and ``n``; per control its accuracy (mean over the paired
+    runs), the paired difference adaptive - control in points (mean of the per-seed
+    differences, with the half-width of its 95% Student-t interval), the same at the
+    middle exit (H-ACN Sec. 3.1), the control's parameters and the number of pairs.
+    A cell with no pair of either kind is left out; a control without a pair reads NaN.
     """
     import pandas as pd
 
-    cells: dict[tuple[str, str], list[tuple[RunResult, RunResult]]] = {}
-    for run, control in paired_controls(results, controls):
-        cells.setdefault((task_of(run.config), run.config["rule"]), []).append((run, control))
+    cells: dict[tuple[str, str], dict[str, list[tuple[RunResult, RunResult]]]] = {}
+    for name, pairs in (("frozen", paired_frozen(results)), ("fixed", paired_controls(results, controls))):
+        for run, control in pairs:
+            cell = cells.setdefault((task_of(run.config), run.config["rule"]), {"frozen": [], "fixed": []})
+            cell[name].append((run, control))
+    runs = _cells(results)
     rows = []
-    for (task, rule), pairs in cells.items():
-        acc = [r.metrics["test_accuracy"] for r, _ in pairs]
-        fixed = [c.metrics["test_accuracy"] for _, c in pairs]
-        half = [r.metrics["first_half_exit_accuracy"] - c.metrics["first_half_exit_accuracy"] for r, c in pairs]
+    for (task, rule), by_control in cells.items():
+        adaptive = runs[task, rule]
         rows.append({"task": task, "rule": rule,
-                     "adaptive acc (%)": 100 * float(np.mean(acc)), "fixed acc (%)": 100 * float(np.mean(fixed)),
-                     **_with("difference (points)", [a - f for a, f in zip(acc, fixed)], 100.0),
-                     "middle-exit difference (points)": 100 * float(np.mean(half)),
-                     "adaptive parameters": float(np.mean([r.metrics["parameters"] for r, _ in pairs])),
-                     "fixed parameters": float(np.mean([c.metrics["parameters"] for _, c in pairs])),
-                     "pairs": len(pairs)})
+                     "adaptive acc (%)": 100 * float(np.mean([r.metrics["test_accuracy"] for r in adaptive])),
+                     "adaptive parameters": float(np.mean([r.metrics["parameters"] for r in adaptive])),
+                     "n": len(adaptive),
+                     **_against("frozen", by_control["frozen"]), **_against("fixed", by_control["fixed"])})
     order = {rule: i for i, rule in enumerate(STUDY_RULES)}
     rows.sort(key=lambda row: (row["task"], order[row["rule"]]))
     return pd.DataFrame(rows)
@@ -270,13 +326,16 @@ def show(frame, *, caption: str = "", note: str = ""):
 
 
 __all__ = [
+    "CONTROLS_NOTE",
     "MISSING_NOTE",
     "RULE_LABELS",
     "against_fixed",
     "fixed_experiment",
     "gamma_and_width",
+    "learns_width",
     "load",
     "paired_controls",
+    "paired_frozen",
     "show",
     "task_of",
     "time_per_step",
