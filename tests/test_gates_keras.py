@@ -219,9 +219,9 @@ def test_confirmation_markdown_reads_every_number_from_the_table_and_the_paper()
                [(0, 0.02, 0.2, 20), (1, 0.03, 0.1, 25), (2, 0.025, 0.15, 24)]]
     results += [_result("keras-all", 0, 0.9, 1.2, epochs=100)]
     text = kr.confirmation_markdown(kr.hypothesis_table(results))
-    assert text.startswith("- $d = 50$ (paper: 1.36%, mean $k$ 0.46)")  # Tables 1-2
-    assert "**2.50%** test error (trains; seeds 0, 1, 2, 100 epochs), mean final $k$ 0.15, 23 of 50" in text
-    assert "**90.00%** test error (fails; seeds 0, 100 epochs), mean final $k$ 1.20, 0 of 50" in text
+    assert text.startswith("- *d* = 50 (paper: 1.36%, mean *k* 0.46)")  # Tables 1-2
+    assert "**2.50%** test error (trains; seeds 0, 1, 2, 100 epochs), mean final *k* 0.15, 23 of 50" in text
+    assert "**90.00%** test error (fails; seeds 0, 100 epochs), mean final *k* 1.20, 0 of 50" in text
     assert kr.confirmation_markdown(kr.hypothesis_table([])) == ""
 
 

@@ -125,10 +125,12 @@ def _count(mean: float) -> str:
 
 def confirmation_markdown(table) -> str:
     """The confirmation's reading, one bullet per depth, every number from ``table`` (:func:`hypothesis_table`
-    of the ``paper`` profile) or the paper (Tables 1-2). Empty when no run is stored."""
+    of the ``paper`` profile) or the paper (Tables 1-2). Empty when no run is stored.
+
+    Markdown without TeX (a notebook's Markdown *output* is not typeset: symbols are italic letters)."""
     if not len(table):
         return ""
-    names = {"k-init-0.5": "with $k$ starting at 0.5", "keras-all": "with all the Keras defaults together"}
+    names = {"k-init-0.5": "with *k* starting at 0.5", "keras-all": "with all the Keras defaults together"}
     lines = []
     for d, rows in table.groupby("d", sort=True):
         paper_error, paper_k = paper_gated_plain(int(d))
@@ -136,7 +138,7 @@ def confirmation_markdown(table) -> str:
         for _, r in rows.iterrows():
             name = names.get(r["hypothesis"], f"`{r['hypothesis']}`")
             parts.append(f"{name}, **{r['test error %']:.2f}%** test error ({r['verdict']}; seeds {r['seeds']}, "
-                         f"{r['epochs']} epochs), mean final $k$ {r['mean k']:.2f}, {_count(r['gates closed'])} of {d} "
+                         f"{r['epochs']} epochs), mean final *k* {r['mean k']:.2f}, {_count(r['gates closed'])} of {d} "
                          f"gates closed")
-        lines.append(f"- $d = {d}$ (paper: {paper_error:.2f}%, mean $k$ {paper_k:.2f}): " + "; ".join(parts) + ".")
+        lines.append(f"- *d* = {d} (paper: {paper_error:.2f}%, mean *k* {paper_k:.2f}): " + "; ".join(parts) + ".")
     return "\n".join(lines)
