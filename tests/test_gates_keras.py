@@ -205,6 +205,7 @@ def test_hypothesis_table_averages_seeds_and_gives_verdicts():
     assert table["hypothesis"].tolist() == ["baseline", "glorot", "keras-all"]  # study order
     base = table.iloc[0]
     assert base["seeds"] == "0, 1" and base["test error %"] == pytest.approx(85.0) and base["mean k"] == 1.01
+    assert base["per seed %"] == "80.00, 90.00"
     assert base["verdict"] == "fails" and not base["gates moved"]
     assert table.iloc[1]["verdict"] == "partial" and table.iloc[1]["gates moved"]
     last = table.iloc[2]
@@ -220,7 +221,7 @@ def test_confirmation_markdown_reads_every_number_from_the_table_and_the_paper()
     results += [_result("keras-all", 0, 0.9, 1.2, epochs=100)]
     text = kr.confirmation_markdown(kr.hypothesis_table(results))
     assert text.startswith("- *d* = 50 (paper: 1.36%, mean *k* 0.46)")  # Tables 1-2
-    assert "**2.50%** test error (trains; seeds 0, 1, 2, 100 epochs), mean final *k* 0.15, 23 of 50" in text
+    assert "**2.50%** test error (by seed: 2.00, 3.00, 2.50) (trains; seeds 0, 1, 2, 100 epochs), mean final *k* 0.15, 23 of 50" in text
     assert "**90.00%** test error (fails; seeds 0, 100 epochs), mean final *k* 1.20, 0 of 50" in text
     assert kr.confirmation_markdown(kr.hypothesis_table([])) == ""
 

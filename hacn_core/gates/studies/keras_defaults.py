@@ -86,6 +86,14 @@ What the screen found (stored runs, ``results/gates-keras``; table: ``keras_repo
     does what the paper's gates did on their own; no stated or default Keras
     setting does it here.
 
+What the confirmation found (``paper`` profile, 100 epochs, seeds 0-2, two stacks of three per depth)
+    ``keras-all`` fails at both depths (85.3% at d = 50, 90.1% at d = 100).
+    ``k-init-0.5`` trains at d = 50 (2.21%, paper 1.36%; mean final ``k``
+    0.18, paper 0.46) but not reliably at d = 100 (6.74%, 28.68% and
+    90.42% by seed, paper 1.29%). So no hypothesis reproduces the paper's
+    d = 100 Gated PlainNet; ``keras_report.confirmation_markdown`` writes this
+    reading from the stored runs for the chapter.
+
 What one run is
     The Gated PlainNet of ``gates-mnist`` (``hacn_core.models.fc.mnist_fc``)
     trained with the engine's ``fit`` exactly as

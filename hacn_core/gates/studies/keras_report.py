@@ -29,7 +29,7 @@ from hacn_core.gates.studies.keras_defaults import EXPERIMENT_ID, HYPOTHESES
 TRAINS_BELOW = 0.10
 FAILS_ABOVE = 0.50
 K_MOVED = 0.05
-COLUMNS = ("hypothesis", "d", "epochs", "train images", "seeds", "test error %", "mean k", "gates closed",
+COLUMNS = ("hypothesis", "d", "epochs", "train images", "seeds", "test error %", "per seed %", "mean k", "gates closed",
            "gates k < 0.5", "gates moved", "verdict", "what it tests")
 
 
@@ -47,7 +47,7 @@ def hypothesis_table(results: Sequence[RunResult]):
 
     One row per (hypothesis, d, epochs, training-set size); ``test error %``,
     ``mean k``, ``gates closed`` (``k <= 0``) and ``gates k < 0.5`` are means
-    over the row's seeds, listed in ``seeds``.
+    over the row's seeds, listed in ``seeds``; ``per seed %`` gives each seed's test error in that order.
     """
     import pandas as pd
 
@@ -66,7 +66,10 @@ def hypothesis_table(results: Sequence[RunResult]):
         rows.append({
             "hypothesis": hyp, "d": d, "epochs": epochs, "train images": n,
             "seeds": ", ".join(str(s) for s in sorted(r.config["seed"] for r in runs)),
-            "test error %": round(100 * error, 2), "mean k": round(mean_k, 3), "gates closed": closed,
+            "test error %": round(100 * error, 2),
+            "per seed %": ", ".join(f"{100 * r.metrics['test_error']:.2f}"
+                                    for r in sorted(runs, key=lambda r: r.config["seed"])),
+            "mean k": round(mean_k, 3), "gates closed": closed,
             "gates k < 0.5": float(np.mean([r.metrics["gates_below_half"] for r in runs])),
             "gates moved": bool(abs(mean_k - 1.0) >= K_MOVED or closed > 0),
             "verdict": verdict(error), "what it tests": HYPOTHESES[hyp][1],
@@ -137,7 +140,8 @@ def confirmation_markdown(table) -> str:
         parts = []
         for _, r in rows.iterrows():
             name = names.get(r["hypothesis"], f"`{r['hypothesis']}`")
-            parts.append(f"{name}, **{r['test error %']:.2f}%** test error ({r['verdict']}; seeds {r['seeds']}, "
+            spread = f" (by seed: {r['per seed %']})" if "," in r["seeds"] else ""
+            parts.append(f"{name}, **{r['test error %']:.2f}%** test error{spread} ({r['verdict']}; seeds {r['seeds']}, "
                          f"{r['epochs']} epochs), mean final *k* {r['mean k']:.2f}, {_count(r['gates closed'])} of {d} "
                          f"gates closed")
         lines.append(f"- *d* = {d} (paper: {paper_error:.2f}%, mean *k* {paper_k:.2f}): " + "; ".join(parts) + ".")
