@@ -11,7 +11,8 @@
 # with one torch thread each (plus $HACN_RUN_ARGS, e.g. --stacked or a --where selection). The workers share the runs: a run another worker holds
 # (run.lock) is skipped, so each takes the next free one. Results go to
 # $HACN_RUNS/store (HACN_RESULTS), trained weights to $HACN_RUNS/models
-# (HACN_KEEP_MODELS), logs to $HACN_RUNS/worker<i>.log. Stopping them (kill, SIGINT,
+# (HACN_KEEP_MODELS), logs to $HACN_RUNS/worker<i>.log. The runs already in results/<experiment>
+# are copied into the store first, so they are not trained again. Stopping them (kill, SIGINT,
 # SIGTERM, the end of a session) saves a checkpoint; running this script again resumes
 # every run where it stopped. tools/collect_results.sh copies finished results into
 # results/ of the checkout.
@@ -31,6 +32,14 @@ if [ -d "$runs/code" ]; then
   git -C "$runs/code" checkout -q --detach "$commit"
 else
   git -C "$repo" worktree add -q --detach "$runs/code" "$commit"
+fi
+# Runs already stored in the checkout's results/ are never trained again: seed the store with them
+# (a fresh machine, or a new $HACN_RUNS, starts with an empty store).
+mkdir -p "$runs/store/$exp"
+if [ -d "$repo/results/$exp" ]; then
+  for f in "$repo/results/$exp"/*.json; do
+    if [ -e "$f" ] && [ ! -e "$runs/store/$exp/$(basename "$f")" ]; then cp "$f" "$runs/store/$exp/"; fi
+  done
 fi
 data=${HACN_DATA:-$repo/.data}
 for i in $(seq 1 "$workers"); do
