@@ -69,8 +69,8 @@ def hypothesis_table(results: Sequence[RunResult]):
             "test error %": round(100 * error, 2),
             "per seed %": ", ".join(f"{100 * r.metrics['test_error']:.2f}"
                                     for r in sorted(runs, key=lambda r: r.config["seed"])),
-            "mean k": round(mean_k, 3), "gates closed": closed,
-            "gates k < 0.5": float(np.mean([r.metrics["gates_below_half"] for r in runs])),
+            "mean k": round(mean_k, 3), "gates closed": round(closed, 1),
+            "gates k < 0.5": round(float(np.mean([r.metrics["gates_below_half"] for r in runs])), 1),
             "gates moved": bool(abs(mean_k - 1.0) >= K_MOVED or closed > 0),
             "verdict": verdict(error), "what it tests": HYPOTHESES[hyp][1],
         })
