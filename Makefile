@@ -42,15 +42,20 @@ book-build:
 	@$(PY) tools/check_pages.py _build/html || { echo "book: built, but pages above fail the reader's checks (open $(CURDIR)/_build/html/index.html)"; exit 1; }
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
+# Tests run in parallel, one worker per core and one torch thread per worker (TEST_WORKERS=1 for
+# one process); --dist loadfile keeps a file, and so a notebook's cells, on one worker in order.
+TEST_WORKERS ?= auto
+PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -p no:cacheprovider
+
 test: env data
-	$(PY) -m pytest tests notebooks --nbval-lax -p no:cacheprovider
+	$(PYTEST) tests notebooks --nbval-lax
 	$(MAKE) --no-print-directory book-build
 
 unit: env data
-	$(PY) -m pytest tests -p no:cacheprovider
+	$(PYTEST) tests
 
 notebooks: env data
-	$(PY) -m pytest notebooks --nbval-lax -p no:cacheprovider
+	$(PYTEST) notebooks --nbval-lax
 
 clean:
 	rm -rf _build .data .pytest_cache
