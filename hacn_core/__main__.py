@@ -7,6 +7,7 @@
     torchrun --nproc_per_node 2 -m hacn_core run gates-mnist --profile book   # ranks train each run together
     python -m hacn_core run gates-cifar --profile paper --dry-run   # cost of a profile, trains nothing
     python -m hacn_core run gates-mnist --profile book --checkpoint-every 5m     # or 500steps, 60s
+    python -m hacn_core status hacn-mixer-long --profile book   # stored, training, paused runs
     python -m hacn_core ledger                    # the reproduction ledger (text)
     python -m hacn_core ledger --format csv > ledger.csv            # or json: for pandas and scripts
     python -m hacn_core fetch MNIST               # download a dataset into the data root
@@ -197,6 +198,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--checkpoint-every", default=None, metavar="EVERY",
                        help="checkpoint every 60s, 5m or 500steps (sets $HACN_CHECKPOINT_EVERY; "
                             "default: every epoch or 60 s, whichever comes first)")
+    status_p = sub.add_parser("status", help="which runs of an experiment are stored, training or paused, and how far",
+                              parents=[debug])
+    status_p.add_argument("experiment")
+    status_p.add_argument("--profile", default=None, help=f"one of {', '.join(PROFILES)} (default: $HACN_PROFILE or book)")
+    status_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
+    status_p.add_argument("--threads", type=int, default=None,
+                          help="the thread count the runs were started with (default: $HACN_THREADS or 1)")
     ledger_p = sub.add_parser("ledger", help="print the reproduction ledger", parents=[debug])
     ledger_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/)")
     ledger_p.add_argument("--format", default="text", choices=("text", "csv", "json"),
@@ -248,6 +256,24 @@ def _command(args: argparse.Namespace) -> int:
         for result in results if rank0 else ():
             metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.metrics.items())
             print(f"{result.config_hash} seed={result.seed}: {metrics}")
+        return 0
+    if args.command == "status":
+        from hacn_core.catalog import get
+        from hacn_core.engine.profiles import check_profile
+        from hacn_core.engine.progress import progress_lines, study_progress
+        from hacn_core.engine.results import ResultsStore, default_store
+
+        profile = check_profile(current_profile() if args.profile is None else args.profile)
+        try:
+            experiment = get(args.experiment)
+        except KeyError as err:
+            raise UsageError(err.args[0]) from err
+        if profile not in experiment.configs:
+            raise UsageError(f"experiment {experiment.id!r} has no {profile!r} profile; it has: "
+                             f"{', '.join(experiment.configs)}")
+        store = ResultsStore(args.results) if args.results else default_store(profile)
+        print(f"{experiment.id} ({profile}) in {store.root}:")
+        print("\n".join(progress_lines(study_progress(experiment, profile, store, args.threads))))
         return 0
     if args.command == "ledger":
         from hacn_core.engine.results import ResultsStore

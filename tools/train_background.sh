@@ -15,7 +15,8 @@
 # are copied into the store first, so they are not trained again. Stopping them (kill, SIGINT,
 # SIGTERM, the end of a session) saves a checkpoint; running this script again resumes
 # every run where it stopped. tools/collect_results.sh copies finished results into
-# results/ of the checkout.
+# results/ of the checkout. To see how far they are:
+#   python -m hacn_core status EXPERIMENT --profile PROFILE --results $HACN_RUNS/store
 set -euo pipefail
 exp=${1:?usage: tools/train_background.sh EXPERIMENT [PROFILE] [WORKERS]}
 profile=${2:-book}

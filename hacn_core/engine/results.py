@@ -129,7 +129,8 @@ class RunInProgressError(ResultError):
 LOCK_NAME = "run.lock"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -163,7 +164,7 @@ def run_lock(folder: Path, what: str) -> Iterator[Path]:
                 pid, host = int(owner["pid"]), str(owner["host"])
             except (OSError, ValueError, KeyError, TypeError):
                 owner, pid, host = {}, -1, platform.node()  # unreadable (a writer died mid-write): stale
-            if host != platform.node() or (pid > 0 and _pid_alive(pid)):
+            if host != platform.node() or (pid > 0 and pid_alive(pid)):
                 raise RunInProgressError(
                     f"{what} is being trained by pid {pid} on {host} since {owner.get('since', '?')} "
                     f"(lock {lock}); wait for it, or stop that process. A lock whose process is gone is "
