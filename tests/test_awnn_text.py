@@ -19,11 +19,12 @@ import torch
 from hacn_core import catalog
 from hacn_core.awnn import quantile_width, update_widths
 from hacn_core.awnn.studies import text as tx
-from hacn_core.engine.data import DatasetMissingError, missing_files
+from hacn_core.engine.data import DatasetCorruptError, DatasetMissingError, missing_files
 from hacn_core.engine.results import ResultsStore, RunContext, pinned_threads
 from hacn_core.engine.text import char_noise, split_text, tiny_shakespeare
 from hacn_core.models.seq2seq import Seq2SeqTransformer, TransformerConfig
 
+from _gpt2 import write_gpt2_tokenizer  # tests/_gpt2.py
 from _resume import resumed_equals_uninterrupted  # tests/_resume.py
 
 needs_text = pytest.mark.skipif(bool(missing_files("tinyshakespeare")),
@@ -259,6 +260,10 @@ def test_missing_multi30k_or_tokenizer_says_where_it_looked_and_how_to_fetch_it(
     with pytest.raises(DatasetMissingError) as err:
         tx.multi30k_splits(config, tmp_path)
     assert "gpt2-tokenizer" in str(err.value) and "tokenizer.json" in str(err.value)
+    vocab = write_gpt2_tokenizer(tmp_path)  # a real byte-level BPE, but not GPT-2's 50,257 ids
+    eot = vocab["<|endoftext|>"]
+    with pytest.raises(DatasetCorruptError, match=f"<\\|endoftext\\|> is id {eot}; GPT-2's is 50256"):
+        tx.multi30k_splits(config, tmp_path)  # the specials (eot 50256, pad 50257) would not fit it
 
 
 # --------------------------------------------------------------------------------- smoke and resume

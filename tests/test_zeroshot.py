@@ -1,14 +1,13 @@
 """Tests of hacn_core.hacn.zeroshot and the zero-shot evaluation of hacn-decoder's paper profile
-(H-ACN Sec. 3.4, Fig. 4c, Table 1): the GPT-2 BPE, the readers of HellaSwag / PIQA / ARC-Easy on
-small files in their published formats, the three rankings of the scorer, Table 1's noise, the
-missing-file messages, and the paper-profile hook on tiny files and a tiny model."""
+(H-ACN Sec. 3.4, Fig. 4c, Table 1): the readers of HellaSwag / PIQA / ARC-Easy on small files in
+their published formats, the three rankings of the scorer, Table 1's noise, the missing-file
+messages, and the paper-profile hook on tiny files, a tiny model and a small real GPT-2-style
+tokenizer (tests/_gpt2.py; the tokenizer itself is tested in test_gpt2_tokenizer.py)."""
 
 from __future__ import annotations
 
 import json
-import random
 import re
-import string
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +17,13 @@ import torch
 from hacn_core.engine.checkpoint import load_checkpoint
 from hacn_core.engine.data import DatasetCorruptError, DatasetMissingError
 from hacn_core.engine.results import RunContext
+from hacn_core.engine.text import gpt2_tokenizer
 from hacn_core.hacn import text as tx
 from hacn_core.hacn import zeroshot as zs
 from hacn_core.hacn.studies import decoder as hd
 from hacn_core.models.decoder import DecoderConfig, GPTDecoder
+
+from _gpt2 import write_gpt2_tokenizer  # tests/_gpt2.py
 
 # ----------------------------------------------------------------------------- small published-format files
 
@@ -56,26 +58,10 @@ ARC_LINES = [
         {"text": "v", "label": "A"}, {"text": "w", "label": "B"}, {"text": "x", "label": "C"},
         {"text": "y", "label": "D"}, {"text": "z", "label": "E"}]}, "answerKey": "E"},
 ]
-MERGES = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a"), ("e", "r"), ("o", "n"), ("Ġ", "c"),
-          ("a", "n"), ("Ġ", "w"), ("Ġ", "s"), ("r", "e"), ("Ġ", "m"), ("Ġ", "p"), ("e", "s")]
-
-
 def write_jsonl(path: Path, records) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
-
-
-def write_vocab(folder: Path, merges=MERGES, names=("encoder.json", "vocab.bpe")) -> dict[str, int]:
-    """A small byte-level BPE vocabulary in GPT-2's published file format: 256 bytes, the merges, end-of-text."""
-    encoder = {s: i for i, s in enumerate(zs.bytes_to_unicode().values())}
-    for a, b in merges:
-        encoder.setdefault(a + b, len(encoder))
-    encoder["<|endoftext|>"] = len(encoder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / names[0]).write_text(json.dumps(encoder), encoding="utf-8")
-    (folder / names[1]).write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges), encoding="utf-8")
-    return encoder
 
 
 def write_benchmarks(root: Path, which=("hellaswag", "piqa", "arc_easy")) -> None:
@@ -87,63 +73,6 @@ def write_benchmarks(root: Path, which=("hellaswag", "piqa", "arc_easy")) -> Non
         (base / "piqa" / "valid-labels.lst").write_text("0\n0\n", encoding="utf-8")
     if "arc_easy" in which:
         write_jsonl(base / "arc_easy" / "ARC-Easy-Test.jsonl", ARC_LINES)
-
-
-# ----------------------------------------------------------------------------- GPT-2 BPE
-
-
-def test_byte_map_is_gpt2s():
-    table = zs.bytes_to_unicode()
-    assert len(table) == 256 and len(set(table.values())) == 256 and all(s.isprintable() for s in table.values())
-    assert (table[ord(" ")], table[ord("\n")], table[ord("A")], table[0]) == ("Ġ", "Ċ", "A", "Ā")
-
-
-@pytest.mark.parametrize("text, pieces", [
-    ("I'm here  now\n", ["I", "'m", " here", " ", " now", "\n"]),
-    ("don't!! 123abc  ", ["don", "'t", "!!", " 123", "abc", "  "]),
-    ("x  \nHello", ["x", "  ", "\n", "Hello"]),
-    (" 's ½ price 3²", [" '", "s", " ½", " price", " 3²"]),  # ½ and ² are numbers (category No)
-    ("naïve café—日本", ["naïve", " café", "—", "日本"]),
-])
-def test_pretokenizer_known_splits(text, pieces):
-    assert zs.gpt2_pieces(text) == pieces
-
-
-def test_pretokenizer_equals_gpt2s_pattern_on_ascii():
-    # on ASCII, GPT-2's \p{L}, \p{N}, \s are exactly these classes, so the stdlib regex is the pattern itself
-    pattern = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^ \t\n\r\x0b\x0cA-Za-z0-9]+"
-                         r"|[ \t\n\r\x0b\x0c]+(?![^ \t\n\r\x0b\x0c])|[ \t\n\r\x0b\x0c]+")
-    rng = random.Random(0)
-    alphabet = "ab Z09'sdltmrev \t\n!.,-" + "  "
-    for _ in range(2000):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
-        assert zs.gpt2_pieces(text) == pattern.findall(text), repr(text)
-
-
-def test_bpe_merges_by_rank_and_round_trips():
-    enc = {s: i for i, s in enumerate(zs.bytes_to_unicode().values())}
-    enc |= {"ab": 256, "bc": 257}
-    assert zs.GPT2BPE(enc, [("a", "b"), ("b", "c")]).bpe("abc") == ["ab", "c"]
-    assert zs.GPT2BPE(enc, [("b", "c"), ("a", "b")]).bpe("abc") == ["a", "bc"]
-    assert zs.GPT2BPE(enc, [("a", "b")]).bpe("abab") == ["ab", "ab"]  # every occurrence of the pair
-
-
-def test_tokenizer_from_published_files(tmp_path):
-    encoder = write_vocab(tmp_path / "gpt2")
-    tok = zs.gpt2_tokenizer(tmp_path)
-    assert tok.vocab_size == len(encoder) == 256 + len(MERGES) + 1
-    assert tok.encode(" the") == [encoder["Ġthe"]]  # Ġ t -> Ġt, h e -> he, Ġt he -> Ġthe
-    assert tok.encode("the") == [encoder["t"], encoder["he"]]
-    for text in ["The cat sat on the mat.\n", "naïve café — 日本語 ½", "  spaces   and\ttabs "]:
-        assert tok.decode(tok.encode(text)) == text
-    hf = write_vocab(tmp_path / "hf" / "gpt2", names=("vocab.json", "merges.txt"))  # Hugging Face's file names
-    assert zs.gpt2_tokenizer(tmp_path / "hf").encode(" the") == [hf["Ġthe"]]
-
-
-def test_missing_tokenizer_names_the_folder_and_the_source(tmp_path):
-    with pytest.raises(DatasetMissingError) as err:
-        zs.gpt2_tokenizer(tmp_path)
-    assert str(tmp_path / "gpt2" / "encoder.json") in str(err.value) and "OpenAI's GPT-2 release" in str(err.value)
 
 
 # ----------------------------------------------------------------------------- readers
@@ -277,7 +206,7 @@ def direct_accuracy(model, items, tok, p: float, seed: int, max_len: int) -> flo
 def check_against_direct(model, metrics, curves, root: Path, names, noise, draws, max_len, longest=None) -> None:
     """The metrics of ``evaluate_zeroshot`` against :func:`direct_accuracy` on the items with every ending
     within ``longest`` tokens (all items for None)."""
-    tok = zs.gpt2_tokenizer(root)
+    tok = gpt2_tokenizer(root)
     for name in names:
         items = [it for it in zs.load_benchmark(name, root)
                  if longest is None or all(len(tok.encode(e)) <= longest for e in it.endings)]
@@ -294,7 +223,7 @@ def check_against_direct(model, metrics, curves, root: Path, names, noise, draws
 
 
 def test_evaluate_zeroshot_equals_a_direct_computation(tmp_path):
-    write_vocab(tmp_path / "gpt2")
+    write_gpt2_tokenizer(tmp_path)
     write_benchmarks(tmp_path)
     suite = zs.prepare_zeroshot(list(zs.BENCHMARKS), tmp_path, vocab_size=300)
     assert suite.not_evaluated == {}
@@ -307,12 +236,14 @@ def test_evaluate_zeroshot_equals_a_direct_computation(tmp_path):
         zs.prepare_zeroshot(["piqa"], tmp_path, vocab_size=200)
 
 
-def test_missing_files_are_recorded_not_evaluated(tmp_path):
+def test_missing_files_are_recorded_not_evaluated(tmp_path, monkeypatch):
+    monkeypatch.setenv("HACN_DOWNLOAD", "0")  # offline: GPT-2's tokenizer.json cannot be fetched either
     write_benchmarks(tmp_path, which=("hellaswag",))
-    suite = zs.prepare_zeroshot(list(zs.BENCHMARKS), tmp_path)  # no GPT-2 vocabulary: nothing can be scored
+    suite = zs.prepare_zeroshot(list(zs.BENCHMARKS), tmp_path)  # no GPT-2 tokenizer: nothing can be scored
     metrics, curves = zs.evaluate_zeroshot(tiny_model(300), suite)
     assert set(metrics) == {f"zeroshot/{b}/not_evaluated" for b in zs.BENCHMARKS} and curves == {}
-    assert "GPT-2 BPE vocabulary not found" in metrics["zeroshot/hellaswag/not_evaluated"]
+    why = metrics["zeroshot/hellaswag/not_evaluated"]
+    assert str(tmp_path / "gpt2-tokenizer") in why and "python -m hacn_core fetch gpt2-tokenizer" in why
     assert str(tmp_path / "zeroshot" / "piqa" / "valid.jsonl") in metrics["zeroshot/piqa/not_evaluated"]
     bad = tmp_path / "zeroshot" / "arc_easy" / "ARC-Easy-Test.jsonl"
     bad.parent.mkdir(parents=True)
@@ -339,9 +270,9 @@ def test_paper_profile_configuration():
 
 def test_paper_profile_run_evaluates_the_files_found(tmp_path, monkeypatch):
     root = tmp_path / "data"
-    write_vocab(root / "gpt2")
+    write_gpt2_tokenizer(root)
     write_benchmarks(root, which=("hellaswag", "arc_easy"))  # PIQA absent: recorded, not a crash
-    tok = zs.gpt2_tokenizer(root)
+    tok = gpt2_tokenizer(root)
     text = " ".join(json.dumps(r) for r in HELLASWAG_LINES + PIQA_LINES + ARC_LINES) * 3
     ids = np.asarray(tok.encode(text))
     for split, part in (("train", ids[: len(ids) * 3 // 4]), ("val", ids[len(ids) * 3 // 4:])):

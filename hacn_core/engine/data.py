@@ -139,8 +139,9 @@ DATASETS: dict[str, DatasetSpec] = {
             "gpt2-tokenizer",
             "gpt2-tokenizer",
             ("tokenizer.json",),
-            "the Hugging Face Hub model openai-community/gpt2 (its tokenizer.json), fetched with the "
-            "huggingface_hub package (pip install huggingface_hub)",
+            "the tokenizer.json of the Hugging Face Hub model openai-community/gpt2, fetched with the "
+            "huggingface_hub package (installed with tokenizers), or downloaded by hand from "
+            "https://huggingface.co/openai-community/gpt2 (Files and versions)",
         ),
     )
 }

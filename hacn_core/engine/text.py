@@ -1,4 +1,4 @@
-"""Character-level text tools shared by the papers' text studies: noise, a character tokenizer, Tiny Shakespeare.
+"""Text tools shared by the papers' text studies: noise, a character tokenizer, GPT-2's BPE, Tiny Shakespeare.
 
 Character noise (H-ACN Sec. 3.4, Table 1)
     "For each character, with probability p, we either remove it, insert another
@@ -18,6 +18,23 @@ Character tokenizer (nanoGPT's approach)
     :class:`CharTokenizer` maps each distinct character of a corpus to an id
     (65 for Tiny Shakespeare, sorted).
 
+GPT-2's byte-level BPE (H-ACN Table 4, "Tokenizer: GPT-2"; AWNN Sec. 4, "a pretrained GPT-2 Tokenizer")
+    :func:`gpt2_tokenizer` returns the one GPT-2 tokenizer of the project
+    (:class:`GPT2Tokenizer`: ``encode``, ``decode``, ``vocab_size`` 50,257 and ``eot``,
+    the id 50256 of ``<|endoftext|>``), read from ``<data root>/gpt2-tokenizer/tokenizer.json``,
+    the tokenizer file of the Hugging Face Hub model ``openai-community/gpt2``. The file
+    is a dataset of :data:`hacn_core.engine.data.DATASETS`: fetched by ``python -m
+    hacn_core fetch gpt2-tokenizer`` (or on first use unless ``HACN_DOWNLOAD=0``), read
+    offline after that. H-ACN's zero-shot benchmarks and its OpenWebText2 token files
+    and AWNN's Multi30k runs all tokenise with it.
+    Why Hugging Face's ``tokenizers`` package reads it: it is maintained (regular
+    releases), it is the reference implementation of the ``tokenizer.json`` format the
+    Hub file is written in (``transformers``' fast GPT-2 tokenizer is this code, so the
+    ids are those GPT-2 models and tokenised corpora use), and its Rust core encodes
+    batches on all cores, which a pre-training corpus needs. ``tiktoken`` gives the same ids but
+    fetches its own copy of the vocabulary from OpenAI's servers (a second source for
+    the same data); a BPE of our own would be one more implementation to keep right.
+
 Tiny Shakespeare
     :func:`tiny_shakespeare` reads ``$HACN_DATA/tinyshakespeare/input.txt``
     through :func:`hacn_core.engine.data.load_text` (a missing file raises
@@ -30,13 +47,15 @@ from __future__ import annotations
 import os
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from torch import Tensor
 
 from hacn_core.engine.checks import check_choice
-from hacn_core.engine.data import load_text
+from hacn_core.engine.data import DATASETS, DatasetCorruptError, ensure_dataset, load_text
 
 NOISE_OPS: tuple[str, ...] = ("delete", "insert", "swap", "substitute")
 #: Table 1's edits
@@ -182,6 +201,79 @@ def tiny_shakespeare(root: str | os.PathLike[str] | None = None, download: bool 
     return text, CharTokenizer.from_text(text)
 
 
+# ---------------------------------------------------------------------------
+# GPT-2's byte-level BPE
+# ---------------------------------------------------------------------------
+
+#: the dataset of :data:`hacn_core.engine.data.DATASETS` that holds GPT-2's ``tokenizer.json``
+GPT2_DATASET = "gpt2-tokenizer"
+GPT2_EOT_TOKEN = "<|endoftext|>"
+#: GPT-2's end-of-text id: the last of its 50,257 ids (50,000 merges after the 256 byte tokens)
+GPT2_EOT = 50256
+GPT2_INSTALL = "pip install tokenizers (a dependency of hacn-core: pip install -e . or pip install -r requirements.txt)"
+
+
+@dataclass(frozen=True)
+class GPT2Tokenizer:
+    """GPT-2's BPE as read by ``tokenizers`` (module docstring); build it with :func:`gpt2_tokenizer`.
+
+    ``encode`` treats its text as plain text: a literal ``<|endoftext|>`` in it is encoded
+    as its characters, not as ``eot`` (tiktoken's ``encode_ordinary``, which nanoGPT's
+    token files use), so ``eot`` appears only where a caller puts it. ``decode`` maps
+    ``eot`` back to ``<|endoftext|>``; ``decode(encode(text)) == text`` for any text.
+    """
+
+    backend: Any = field(repr=False)  # a tokenizers.Tokenizer
+    path: Path
+    eot: int
+    vocab_size: int
+
+    def encode(self, text: str) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """``[encode(t) for t in texts]``, on all cores (the Rust library's batch encoder)."""
+        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int] | np.ndarray | Tensor) -> str:
+        ids = [int(i) for i in (ids.tolist() if isinstance(ids, (np.ndarray, Tensor)) else ids)]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:  # the library would drop an unknown id silently
+            raise ValueError(f"ids: {bad[0]} is not a token id; allowed: 0..{self.vocab_size - 1}")
+        return self.backend.decode(ids, skip_special_tokens=False)
+
+
+def gpt2_tokenizer(root: str | os.PathLike[str] | None = None, download: bool | None = None) -> GPT2Tokenizer:
+    """GPT-2's tokenizer from ``<data root>/gpt2-tokenizer/tokenizer.json`` (fetched first if missing and allowed).
+
+    A missing file raises :class:`~hacn_core.engine.data.DatasetMissingError` naming the
+    folder searched, ``python -m hacn_core fetch gpt2-tokenizer`` and the Hub model to
+    download ``tokenizer.json`` from by hand; a missing ``tokenizers`` package raises
+    ``ModuleNotFoundError`` naming the ``pip install``; a file that is not a tokenizer, or
+    whose ``<|endoftext|>`` is not its last id (GPT-2's 50256 of 50,257), raises
+    :class:`~hacn_core.engine.data.DatasetCorruptError`.
+    """
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as err:
+        raise ModuleNotFoundError(f"GPT-2's tokenizer is read by Hugging Face's 'tokenizers' package, which is not "
+                                  f"installed: {GPT2_INSTALL}") from err
+    spec = DATASETS[GPT2_DATASET]
+    path = ensure_dataset(GPT2_DATASET, root, download) / spec.folder / spec.files[0]
+    fix = f"delete it and fetch it again (python -m hacn_core fetch {GPT2_DATASET})"
+    try:
+        backend = Tokenizer.from_file(str(path))
+    except Exception as err:  # noqa: BLE001 - the library raises a bare Exception for every parse error
+        raise DatasetCorruptError(f"{path} is not a tokenizers file ({err}); {fix}") from None
+    backend.encode_special_tokens = True  # text is text: a literal <|endoftext|> is not eot (class docstring)
+    eot, size = backend.token_to_id(GPT2_EOT_TOKEN), backend.get_vocab_size(with_added_tokens=True)
+    if eot != size - 1:  # GPT-2's convention, which the studies' special ids build on (eot + 1 pads in AWNN's)
+        found = "no such token" if eot is None else f"id {eot} of {size}"
+        raise DatasetCorruptError(f"{path}: GPT-2's {GPT2_EOT_TOKEN} is its last id, here {found}; "
+                                  f"this is not GPT-2's tokenizer: {fix}")
+    return GPT2Tokenizer(backend, path, eot, size)
+
+
 def split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
     """nanoGPT's split: the first ``1 - val_fraction`` of the characters train, the rest is held out."""
     if not 0.0 < val_fraction < 1.0:
@@ -190,5 +282,6 @@ def split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
     return text[:cut], text[cut:]
 
 
-__all__ = ["NOISE_OPS", "PAPER_NOISE_OPS", "TOKEN_DTYPE", "CharTokenizer", "RngLike", "as_rng", "char_noise",
-           "char_noise_with_log", "split_text", "tiny_shakespeare"]
+__all__ = ["GPT2_DATASET", "GPT2_EOT", "GPT2_EOT_TOKEN", "NOISE_OPS", "PAPER_NOISE_OPS", "TOKEN_DTYPE", "CharTokenizer",
+           "GPT2Tokenizer", "RngLike", "as_rng", "char_noise", "char_noise_with_log", "gpt2_tokenizer", "split_text",
+           "tiny_shakespeare"]

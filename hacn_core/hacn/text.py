@@ -21,14 +21,17 @@ Multiple-choice scoring (the zero-shot protocol)
     pass per question (a causal model never sees the padding).
     :func:`choice_accuracies` scores a list of items under any tokenizer and
     ranks them three ways from the same pass (per token, summed, per character);
-    the readers of the paper's benchmarks (HellaSwag, PIQA, ARC-E) and the GPT-2
-    BPE are in :mod:`hacn_core.hacn.zeroshot`.
+    the readers of the paper's benchmarks (HellaSwag, PIQA, ARC-E) are in
+    :mod:`hacn_core.hacn.zeroshot`, the GPT-2 BPE in :mod:`hacn_core.engine.text`.
 
 Token files (nanoGPT's approach)
     :func:`tokenize_to_file` tokenises a text once into a flat ``uint16`` file
     read back as a ``numpy.memmap`` (:func:`read_tokens`), with a sidecar
     ``.json`` (text hash, vocabulary, length) so that a second call re-uses the
-    file; :func:`get_batch` draws training windows from it.
+    file; :func:`get_batch` draws training windows from it. The paper's corpora
+    (OpenWebText2, PG-19) are made the same way by :func:`tokenize_documents`: every
+    document in GPT-2 BPE ids (:func:`hacn_core.engine.text.gpt2_tokenizer`) followed
+    by the end-of-text id 50256, streamed into one flat ``uint16`` file.
 
 Multiple-choice cloze from held-out Tiny Shakespeare
     :func:`shakespeare_cloze`: each item is ``context_lines`` lines of the
@@ -42,9 +45,10 @@ import hashlib
 import json
 import os
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import torch
@@ -56,6 +60,7 @@ from hacn_core.engine.text import (
     PAPER_NOISE_OPS,
     TOKEN_DTYPE,
     CharTokenizer,
+    GPT2Tokenizer,
     RngLike,
     as_rng,
     char_noise,
@@ -184,6 +189,45 @@ def tokenize_to_file(text: str, tokenizer: CharTokenizer, path: str | os.PathLik
     tmp = meta_path.with_name(meta_path.name + ".tmp")
     tmp.write_text(json.dumps(meta), encoding="utf-8")
     os.replace(tmp, meta_path)
+    return read_tokens(path)
+
+
+def tokenize_documents(documents: Iterable[str], tokenizer: GPT2Tokenizer, path: str | os.PathLike[str],
+                       chunk: int = 1024) -> np.memmap:
+    """A corpus as one flat ``uint16`` token file, every document followed by ``tokenizer.eot`` (nanoGPT's
+    OpenWebText files), returned as a memmap (:func:`read_tokens`).
+
+    The documents are encoded ``chunk`` at a time (``tokenizer.encode_batch``, on all cores) and
+    appended to a temporary file that is renamed at the end, so a corpus larger than memory
+    streams through and an interrupted call leaves no partial ``path``.
+    """
+    limit = np.iinfo(TOKEN_DTYPE).max + 1
+    if tokenizer.vocab_size > limit:
+        raise ValueError(f"tokenizer: {tokenizer.vocab_size} token ids do not fit uint16 (at most {limit})")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk={chunk!r} must be a positive integer")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+
+    def flush(batch: list[str], handle: BinaryIO) -> None:
+        ids = [i for doc in tokenizer.encode_batch(batch) for i in (*doc, tokenizer.eot)]
+        np.asarray(ids, dtype="<u2").tofile(handle)
+
+    try:
+        with open(tmp, "wb") as handle:
+            batch: list[str] = []
+            for doc in documents:
+                batch.append(doc)
+                if len(batch) == chunk:
+                    flush(batch, handle)
+                    batch = []
+            if batch:
+                flush(batch, handle)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return read_tokens(path)
 
 
@@ -358,6 +402,7 @@ __all__ = [
     "shakespeare_cloze",
     "split_text",
     "tiny_shakespeare",
+    "tokenize_documents",
     "tokenize_to_file",
     "write_tokens",
 ]

@@ -50,23 +50,16 @@ Published formats (read as they are) and the prompt of each item
 Folder layout under the data root (``$HACN_DATA``)
     ``zeroshot/hellaswag/hellaswag_val.jsonl``,
     ``zeroshot/piqa/valid.jsonl`` and ``zeroshot/piqa/valid-labels.lst``,
-    ``zeroshot/arc_easy/ARC-Easy-Test.jsonl``, and the GPT-2 BPE vocabulary
-    ``gpt2/encoder.json`` + ``gpt2/vocab.bpe`` (OpenAI's names; Hugging Face's
-    ``vocab.json`` + ``merges.txt`` hold the same and are read too). A missing file
+    ``zeroshot/arc_easy/ARC-Easy-Test.jsonl`` (never downloaded). A missing file
     raises :class:`~hacn_core.engine.data.DatasetMissingError` naming where it
     looked and the benchmark's official source; a malformed one raises
     :class:`~hacn_core.engine.data.DatasetCorruptError` naming the file and line.
 
 GPT-2 BPE (Table 4: "Tokenizer: GPT-2")
-    :class:`GPT2BPE` is the byte-level BPE of GPT-2 written from its published
-    definition: text is split by GPT-2's pattern (contractions ``'s 't 're 've 'm
-    'll 'd``, `` ?letters``, `` ?digits``, `` ?other symbols``, whitespace runs that
-    leave their last character to the next word), each piece's UTF-8 bytes are
-    mapped to printable characters (:func:`bytes_to_unicode`), and adjacent pairs
-    are merged lowest rank first. Letters and numbers are Unicode categories L*
-    and N* (:mod:`unicodedata`), whitespace is Unicode's White_Space, as in the
-    pattern's ``\\p{L}``, ``\\p{N}``, ``\\s``. It gives the ids the OpenWebText2
-    token files were made with (``hacn_core.hacn.studies.decoder``).
+    The items are tokenised by the project's one GPT-2 tokenizer,
+    :func:`hacn_core.engine.text.gpt2_tokenizer` (``gpt2-tokenizer/tokenizer.json``
+    under the data root, read by Hugging Face's ``tokenizers``), the one the
+    OpenWebText2 token files are made with (:func:`hacn_core.hacn.text.tokenize_documents`).
 """
 
 from __future__ import annotations
@@ -74,7 +67,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,192 +74,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
 
 from hacn_core.engine.checks import check_choice
 from hacn_core.engine.data import DatasetCorruptError, DatasetMissingError, data_root
+from hacn_core.engine.text import GPT2Tokenizer, gpt2_tokenizer
 from hacn_core.hacn.text import ClozeItem, choice_accuracies
 
 ZEROSHOT_FOLDER = "zeroshot"  # under the data root, one folder per benchmark
-GPT2_FOLDER = "gpt2"  # under the data root
-#: the vocabulary files, OpenAI's names first, then Hugging Face's (same content)
-GPT2_FILES: tuple[tuple[str, str], ...] = (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))
 #: Table 1's noise levels
 PAPER_NOISE: tuple[float, ...] = (0.0, 0.01, 0.03)
-
-
-# ---------------------------------------------------------------------------
-# GPT-2 byte-level BPE
-# ---------------------------------------------------------------------------
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's map of the 256 byte values to printable characters.
-
-    The printable bytes ``!``..``~``, ``¡``..``¬``, ``®``..``ÿ`` stand for themselves; the
-    other 68 (controls, space, soft hyphen, ...) get ``chr(256 + k)`` in byte order,
-    so every token of the vocabulary file is a visible string (a space is ``Ġ``).
-    """
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return dict(sorted(table.items()))
-
-
-_CONTRACTIONS = ("'s", "'t", "'re", "'ve", "'m", "'ll", "'d")  # in the pattern's order (none is a prefix of another)
-# Unicode White_Space (the pattern's \s); Python's str.isspace() adds U+001C..U+001F, which are not White_Space
-_NOT_WHITE_SPACE = frozenset("\x1c\x1d\x1e\x1f")
-
-
-def _char_class(ch: str) -> str:
-    """``"s"`` whitespace, ``"L"`` letter, ``"N"`` number, ``"o"`` anything else."""
-    if ch.isspace() and ch not in _NOT_WHITE_SPACE:
-        return "s"
-    kind = unicodedata.category(ch)[0]
-    return kind if kind in "LN" else "o"
-
-
-def gpt2_pieces(text: str) -> list[str]:
-    """``text`` split by GPT-2's pre-tokenisation pattern (module docstring); the pieces join back to ``text``.
-
-    The pattern, tried in order at each position: a contraction; an optional space and a run of
-    letters, or of numbers, or of other non-space symbols; a whitespace run not followed by a
-    non-space (so a run before a word leaves its last space to the word: ``"a  b"`` ->
-    ``"a", " ", " b"``); any whitespace run.
-    """
-    kinds = [_char_class(ch) for ch in text]
-    n, i = len(text), 0
-    pieces: list[str] = []
-    while i < n:
-        if text[i] == "'":
-            hit = next((c for c in _CONTRACTIONS if text.startswith(c, i)), None)
-            if hit:
-                pieces.append(hit)
-                i += len(hit)
-                continue
-        # " ?X+" for X in letters, numbers, others: an optional leading space joins a run of one class
-        j = i + 1 if text[i] == " " and i + 1 < n and kinds[i + 1] != "s" else i
-        if kinds[j] != "s":
-            kind, end = kinds[j], j + 1
-            while end < n and kinds[end] == kind:
-                end += 1
-            pieces.append(text[i:end])
-            i = end
-            continue
-        end = i + 1  # a whitespace run text[i:end]
-        while end < n and kinds[end] == "s":
-            end += 1
-        if end < n and end - i > 1:
-            end -= 1  # "\s+(?!\S)": the run's last character goes with the next piece
-        pieces.append(text[i:end])
-        i = end
-    return pieces
-
-
-class GPT2BPE:
-    """GPT-2's byte-level BPE from its vocabulary (``token -> id``) and its ranked merges (module docstring)."""
-
-    def __init__(self, encoder: Mapping[str, int], merges: Sequence[tuple[str, str]]) -> None:
-        ids = list(encoder.values())
-        if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in ids) or len(set(ids)) != len(ids):
-            raise ValueError("encoder: token ids must be distinct non-negative integers")
-        self.byte_encoder = bytes_to_unicode()
-        missing = [s for s in self.byte_encoder.values() if s not in encoder]
-        if missing:
-            raise ValueError(f"encoder: {len(missing)} of the 256 byte tokens are missing (e.g. {missing[0]!r}); "
-                             "a byte-level BPE vocabulary holds every byte")
-        self.encoder = dict(encoder)
-        self.decoder = {v: k for k, v in self.encoder.items()}
-        self.byte_decoder = {s: b for b, s in self.byte_encoder.items()}
-        self.ranks = {tuple(pair): r for r, pair in enumerate(merges)}
-        self._cache: dict[str, list[str]] = {}
-
-    @property
-    def vocab_size(self) -> int:
-        """One more than the largest id (50,257 for GPT-2: 50,000 merges, 256 bytes, end-of-text)."""
-        return max(self.encoder.values()) + 1
-
-    def bpe(self, piece: str) -> list[str]:
-        """The tokens of one pre-tokenised piece (already byte-mapped): merge the best-ranked pair until none is ranked."""
-        if piece in self._cache:
-            return self._cache[piece]
-        word = list(piece)
-        while len(word) > 1:
-            pair = min(zip(word, word[1:]), key=lambda p: self.ranks.get(p, float("inf")))
-            if pair not in self.ranks:
-                break
-            merged: list[str] = []
-            k = 0
-            while k < len(word):  # every occurrence of the pair, left to right
-                if k + 1 < len(word) and (word[k], word[k + 1]) == pair:
-                    merged.append(word[k] + word[k + 1])
-                    k += 2
-                else:
-                    merged.append(word[k])
-                    k += 1
-            word = merged
-        self._cache[piece] = word
-        return word
-
-    def encode(self, text: str) -> list[int]:
-        ids: list[int] = []
-        for piece in gpt2_pieces(text):
-            mapped = "".join(self.byte_encoder[b] for b in piece.encode("utf-8"))
-            for token in self.bpe(mapped):
-                try:
-                    ids.append(self.encoder[token])
-                except KeyError:
-                    raise ValueError(f"encoder: the merges make {token!r}, which the vocabulary lacks") from None
-        return ids
-
-    def decode(self, ids: Sequence[int] | np.ndarray | Tensor) -> str:
-        ids = ids.tolist() if isinstance(ids, (np.ndarray, Tensor)) else ids
-        try:
-            chars = "".join(self.decoder[int(i)] for i in ids)
-        except KeyError as err:
-            raise ValueError(f"ids: {err.args[0]} is not a token id of this vocabulary") from None
-        return bytes(self.byte_decoder[c] for c in chars).decode("utf-8", errors="replace")
-
-    @classmethod
-    def from_files(cls, encoder_path: str | os.PathLike[str], merges_path: str | os.PathLike[str]) -> GPT2BPE:
-        """Read ``encoder.json`` (``{token: id}``) and ``vocab.bpe`` (``#version`` line, then one ``a b`` merge a line)."""
-        try:
-            encoder = json.loads(Path(encoder_path).read_text(encoding="utf-8"))
-        except ValueError as err:
-            raise DatasetCorruptError(f"{encoder_path}: not a JSON object of tokens and ids ({err})") from None
-        if not isinstance(encoder, dict):
-            raise DatasetCorruptError(f"{encoder_path}: expected a JSON object {{token: id}}")
-        merges = []
-        for n, line in enumerate(Path(merges_path).read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip() or (n == 1 and line.startswith("#version")):
-                continue
-            parts = line.split()
-            if len(parts) != 2:
-                raise DatasetCorruptError(f"{merges_path}:{n}: expected one merge 'a b', got {line!r}")
-            merges.append((parts[0], parts[1]))
-        try:
-            return cls(encoder, merges)
-        except ValueError as err:
-            raise DatasetCorruptError(f"{encoder_path}: {err}") from None
-
-
-def gpt2_tokenizer(root: str | os.PathLike[str] | None = None) -> GPT2BPE:
-    """The GPT-2 BPE from ``<data root>/gpt2/`` (``encoder.json`` + ``vocab.bpe``, or ``vocab.json`` + ``merges.txt``)."""
-    folder = data_root(root) / GPT2_FOLDER
-    for names in GPT2_FILES:
-        if all((folder / f).is_file() for f in names):
-            return GPT2BPE.from_files(*(folder / f for f in names))
-    raise DatasetMissingError(
-        f"GPT-2 BPE vocabulary not found: looked for {folder / 'encoder.json'} and {folder / 'vocab.bpe'} (or "
-        "vocab.json and merges.txt there). Obtain the two vocabulary files of OpenAI's GPT-2 release (encoder.json "
-        "and vocab.bpe, which the download script of OpenAI's gpt-2 repository fetches with every model; Hugging "
-        f"Face's gpt2 model ships the same as vocab.json and merges.txt) and put them in {folder}. "
-        "Set $HACN_DATA to put the data root elsewhere."
-    )
 
 
 # ---------------------------------------------------------------------------
@@ -458,7 +273,7 @@ def load_benchmark(name: str, root: str | os.PathLike[str] | None = None) -> lis
 class ZeroShotSuite:
     """What a run will evaluate: the tokenizer, the items of each benchmark found, why the others are not."""
 
-    tokenizer: GPT2BPE | None
+    tokenizer: GPT2Tokenizer | None
     items: dict[str, list[ClozeItem]]
     not_evaluated: dict[str, str]
     dropped_long: dict[str, int] = field(default_factory=dict)
@@ -470,7 +285,8 @@ def prepare_zeroshot(benchmarks: Sequence[str], root: str | os.PathLike[str] | N
     """Read the tokenizer and the benchmarks (before training, so a malformed file stops the run at once).
 
     A missing file is not an error: the benchmark goes to ``not_evaluated`` with the message that
-    names the path and the source (all of them when the GPT-2 vocabulary is missing). ``vocab_size``:
+    names the path and the source (all of them when GPT-2's ``tokenizer.json`` is missing and cannot be
+    fetched, :func:`~hacn_core.engine.text.gpt2_tokenizer`). ``vocab_size``:
     the model's; a tokenizer with more ids raises. ``max_items``: keep the first items of each.
     ``max_len``: the model's longest input; an item with an ending of more than ``max_len // 2``
     tokens is left out and counted in ``dropped_long`` (the scorer cuts context, never an ending,
@@ -479,7 +295,7 @@ def prepare_zeroshot(benchmarks: Sequence[str], root: str | os.PathLike[str] | N
     for name in benchmarks:
         check_choice("zeroshot_benchmarks", name, tuple(BENCHMARKS))
     try:
-        tokenizer: GPT2BPE | None = gpt2_tokenizer(root)
+        tokenizer: GPT2Tokenizer | None = gpt2_tokenizer(root)
         lacking = None
     except DatasetMissingError as err:
         tokenizer, lacking = None, str(err)
@@ -561,18 +377,12 @@ def evaluate_zeroshot(
 
 __all__ = [
     "BENCHMARKS",
-    "GPT2_FILES",
-    "GPT2_FOLDER",
     "PAPER_NOISE",
     "ZEROSHOT_FOLDER",
     "Benchmark",
-    "GPT2BPE",
     "ZeroShotSuite",
     "benchmark_folder",
-    "bytes_to_unicode",
     "evaluate_zeroshot",
-    "gpt2_pieces",
-    "gpt2_tokenizer",
     "hellaswag_preprocess",
     "load_benchmark",
     "prepare_zeroshot",

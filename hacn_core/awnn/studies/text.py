@@ -32,9 +32,9 @@ The paper's setting (Sec. 4, App. B Table 2, App. C.3), and how each point is re
       ``tokenizer.json`` (Hub model ``openai-community/gpt2``), fetched into the data
       root by ``python -m hacn_core fetch Multi30k`` and ``... fetch gpt2-tokenizer``
       (or on first use, unless ``HACN_DOWNLOAD=0``) with the ``huggingface_hub``
-      package, and read offline after that: the tokenizer by Hugging Face's
-      ``tokenizers``, the maintained Rust tokenizer under ``transformers``, without
-      the rest of ``transformers`` (``pip install -e ".[multi30k]"`` installs both).
+      package, and read offline after that: the tokenizer by the project's one GPT-2
+      tokenizer, :func:`hacn_core.engine.text.gpt2_tokenizer` (Hugging Face's
+      ``tokenizers``, a dependency of the package, which brings ``huggingface_hub``).
       torchtext's Multi30k loader, which many tutorials use, is no longer developed
       (its 0.18 of 2024 was the last release). A missing file raises
       :class:`~hacn_core.engine.data.DatasetMissingError` naming the folder searched
@@ -125,11 +125,21 @@ from torch import Tensor, nn
 
 from hacn_core.awnn import ELBOLoss, WidthCallback, model_widths, quantile_width
 from hacn_core.awnn.studies.common import check_choice, check_count, elbo_curves
-from hacn_core.engine.data import ensure_dataset
+from hacn_core.engine.data import DatasetCorruptError, ensure_dataset
 from hacn_core.engine.registry import Experiment, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.stats import round_significant
-from hacn_core.engine.text import NOISE_OPS, PAPER_NOISE_OPS, RngLike, as_rng, char_noise, split_text, tiny_shakespeare
+from hacn_core.engine.text import (
+    GPT2_EOT,
+    NOISE_OPS,
+    PAPER_NOISE_OPS,
+    RngLike,
+    as_rng,
+    char_noise,
+    gpt2_tokenizer,
+    split_text,
+    tiny_shakespeare,
+)
 from hacn_core.engine.training import Callback, TrainConfig, TrainState, accuracy, evaluate, fit
 from hacn_core.models.seq2seq import FFN_WIDTHS, TEXT_START_RATE, Seq2SeqTransformer, TransformerConfig
 
@@ -167,8 +177,7 @@ class Specials:
 #: the denoising task: 0, 1, 2 are pad, start and end; character ``i`` of the tokenizer is id ``3 + i``
 CHAR_SPECIALS = Specials(pad=0, bos=1, eos=2)
 CHAR_OFFSET = 3
-#: GPT-2's ``<|endoftext|>`` starts and ends sequences; one extra id pads (module docstring)
-GPT2_EOT = 50256
+#: GPT-2's ``<|endoftext|>`` (``GPT2_EOT``, 50256) starts and ends sequences; one extra id pads (module docstring)
 GPT2_SPECIALS = Specials(pad=GPT2_EOT + 1, bos=GPT2_EOT, eos=GPT2_EOT)
 GPT2_VOCAB = GPT2_EOT + 2
 
@@ -382,23 +391,6 @@ def denoising_splits(config: dict[str, Any], root: str | Path | None = None) -> 
 MULTI30K_FILES = {"train": "train.jsonl", "val": "val.jsonl", "test": "test.jsonl"}
 
 
-def gpt2_encoder(root: str | Path | None = None) -> Callable[[str], list[int]]:
-    """GPT-2's tokenizer (``tokenizer.json`` under ``<data root>/gpt2-tokenizer``, read by the ``tokenizers`` package).
-
-    The file is fetched like a dataset (``python -m hacn_core fetch gpt2-tokenizer``);
-    reading it needs Hugging Face's ``tokenizers`` (``pip install tokenizers``), the
-    Rust tokenizer behind ``transformers``, without the rest of ``transformers``.
-    """
-    base = ensure_dataset("gpt2-tokenizer", root)
-    try:
-        from tokenizers import Tokenizer
-    except ImportError as err:
-        raise ModuleNotFoundError("the GPT-2 tokenizer of the Multi30k runs is read by Hugging Face's "
-                                  "'tokenizers' package, which is not installed: pip install tokenizers") from err
-    tokenizer = Tokenizer.from_file(str(base / "gpt2-tokenizer" / "tokenizer.json"))
-    return lambda s: tokenizer.encode(s, add_special_tokens=False).ids
-
-
 def multi30k_splits(config: dict[str, Any], root: str | Path | None = None,
                     encode: Callable[[str], list[int]] | None = None) -> TextSplits:
     """Multi30k's train / validation / test pairs in ``config["direction"]``, GPT-2 tokens (module docstring).
@@ -408,10 +400,14 @@ def multi30k_splits(config: dict[str, Any], root: str | Path | None = None,
     fetched first when downloads are allowed (``$HACN_DOWNLOAD``); offline, a missing
     file raises :class:`~hacn_core.engine.data.DatasetMissingError` naming the folder
     and the command that fetches it. ``encode`` maps a sentence to token ids
-    (default: :func:`gpt2_encoder`).
+    (default: GPT-2's, :func:`hacn_core.engine.text.gpt2_tokenizer`).
     """
     base = ensure_dataset("Multi30k", root) / "multi30k"
-    encode = encode or gpt2_encoder(root)
+    if encode is None:
+        tokenizer = gpt2_tokenizer(root)
+        if tokenizer.eot != GPT2_EOT:  # the specials and the vocabulary below are GPT-2's
+            raise DatasetCorruptError(f"{tokenizer.path}: <|endoftext|> is id {tokenizer.eot}; GPT-2's is {GPT2_EOT}")
+        encode = tokenizer.encode
     src_lang, tgt_lang = config["direction"].split("-")
     limits = {"train": config["train_subset"], "val": config["eval_subset"], "test": config["eval_subset"]}
     out = {}

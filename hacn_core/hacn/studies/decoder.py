@@ -45,8 +45,11 @@ validation, PIQA validation, ARC-Easy test) are scored at Table 1's noise levels
 when their published files are under the data root:
 ``$HACN_DATA/zeroshot/hellaswag/hellaswag_val.jsonl``,
 ``$HACN_DATA/zeroshot/piqa/valid.jsonl`` + ``valid-labels.lst``,
-``$HACN_DATA/zeroshot/arc_easy/ARC-Easy-Test.jsonl`` and
-``$HACN_DATA/gpt2/encoder.json`` + ``vocab.bpe``. They are read before training (a
+``$HACN_DATA/zeroshot/arc_easy/ARC-Easy-Test.jsonl`` and GPT-2's
+``$HACN_DATA/gpt2-tokenizer/tokenizer.json`` (``python -m hacn_core fetch
+gpt2-tokenizer``), read by :func:`hacn_core.engine.text.gpt2_tokenizer`, the
+tokenizer that also makes the OpenWebText2 token files
+(:func:`hacn_core.hacn.text.tokenize_documents`). They are read before training (a
 malformed file stops the run at once); a missing one is recorded as
 ``zeroshot/<name>/not_evaluated`` with the message that names the path and the
 source, and the run goes on (the stored result then has no accuracies; files added
@@ -302,9 +305,11 @@ def load_corpus(config: Mapping[str, Any], root: str | Path | None = None) -> di
         raise DatasetMissingError(
             f"OpenWebText2 tokens not found: {', '.join(str(base / f) for f in missing)} missing. Make them once "
             "with a network (nanoGPT's approach): download OpenWebText2 (https://openwebtext2.readthedocs.io, "
-            "the plug-and-play version), tokenise every document with the GPT-2 BPE (tiktoken.get_encoding('gpt2'), "
-            "appending the end-of-text token 50256), keep a small held-out split, and write the ids as flat "
-            f"uint16 files {base}/train.bin and {base}/val.bin (hacn_core.hacn.text.write_tokens). "
+            "the plug-and-play version), keep a small held-out split of its documents, and tokenise each split with "
+            "the GPT-2 BPE into a flat uint16 file, every document followed by the end-of-text token 50256: "
+            f"hacn_core.hacn.text.tokenize_documents(documents, gpt2_tokenizer(), '{base}/train.bin') and the same "
+            f"for {base}/val.bin (gpt2_tokenizer from hacn_core.engine.text reads GPT-2's tokenizer.json, fetched "
+            "by python -m hacn_core fetch gpt2-tokenizer). "
             "Set $HACN_DATA to put the data root elsewhere."
         )
     return {"train": read_tokens(base / "train.bin"), "val": read_tokens(base / "val.bin"), "val_text": None,
