@@ -150,12 +150,17 @@ def _use_checkpoint_every(value: str | None) -> bool:
 def _exits_cleanly(command: Callable[[Sequence[str] | None], int]) -> Callable[[Sequence[str] | None], int]:
     """A run stopped by SIGINT / SIGTERM (``TrainingInterrupted``: its checkpoint is saved) or a damaged
     checkpoint (``CorruptCheckpointError``) ends with its one-line message on stderr and its exit code
-    (130 / 143, 1), without a traceback; so does a checkpoint that cannot be written (a full disk)."""
+    (130 / 143, 1), without a traceback; so does a checkpoint that cannot be written (a full disk).
+    Output piped into a reader that stops early (``| head``) ends quietly, as Unix tools do."""
 
     @functools.wraps(command)
     def wrapper(argv: Sequence[str] | None = None) -> int:
         try:
             return command(argv)
+        except BrokenPipeError:
+            # stdout's reader is gone: point stdout at /dev/null so the flush at exit does not raise again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141  # 128 + SIGPIPE, the status a shell gives a tool killed by a closed pipe
         except BaseException as err:
             training = sys.modules.get("hacn_core.engine.training")  # imported by whatever raised these
             if training is not None and isinstance(err, training.TrainingInterrupted):

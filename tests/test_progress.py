@@ -80,3 +80,18 @@ def test_cli_status_counts_a_fresh_store(tmp_path, capsys):
     assert main(["status", "hacn-mixer-long", "--profile", "book", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == f"0 of {n} runs stored; 0 training, 0 paused, {n} not started"
+
+
+def test_cli_output_cut_short_by_its_reader_ends_without_a_traceback():
+    # a command printing far more than a pipe holds (64 KB), read by `head -n 1`, which then exits
+    repo = Path(__file__).resolve().parents[1]
+    script = ("import sys; from hacn_core.__main__ import _exits_cleanly\n"
+              "def command(argv):\n"
+              "    for i in range(100_000): print(f'line {i} of a long listing')\n"
+              "    return 0\n"
+              "sys.exit(_exits_cleanly(command)(None))\n")
+    proc = subprocess.run(f"'{sys.executable}' -c \"$SCRIPT\" | head -n 1; echo \"${{PIPESTATUS[0]}}\"",
+                          shell=True, executable="/bin/bash", cwd=repo, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(repo), "SCRIPT": script})
+    assert proc.stdout.splitlines() == ["line 0 of a long listing", "141"]  # 128 + SIGPIPE, as Unix tools
+    assert proc.stderr == ""
