@@ -291,6 +291,11 @@ PLACES: dict[str, Place] = {
     "awnn/fig10": Place(CH4, "The same sweeps, by activation (Fig. 10)"),
     "awnn/appd/spiral-fixed-plus-accuracy": Place(CH4, "Fixed+: the fixed MLP at AWNN's width (App. D)"),
     "awnn/appd/spiralhard-fixed-plus-accuracy": Place(CH4, "Fixed+: the fixed MLP at AWNN's width (App. D)"),
+    # chapter 7 (text): Table 1's Multi30k row, the "200x" claim and Multi30k's size (Table 2)
+    **{f"awnn/table1/multi30k-{arm}-{q}": Place("awnn_07_text", "Table 1's Multi30k row beside ours")
+       for arm in ("fixed", "awnn") for q in ("loss", "width")},
+    "awnn/sec5/multi30k-ffn-parameter-ratio": Place("awnn_07_text", "Far fewer FFN parameters at a comparable loss?"),
+    "awnn/table2/multi30k-samples": Place("awnn_07_text", "The setting, and why this budget"),
     **{f"awnn/table1/{d}-{arm}-{q}": Place(CH2, "Accuracy and total width (Table 1)")
        for d in TABULAR for arm in ("fixed", "awnn") for q in ("accuracy", "width")},
     **{f"awnn/table2/{d}-samples": Place(CH2, "The three tasks (Fig. 8)") for d in TABULAR},

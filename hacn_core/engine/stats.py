@@ -51,16 +51,26 @@ def difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95)
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.size == 0 or y.size == 0:
         raise ValueError("a and b must not be empty")
-    diff = float(x.mean() - y.mean())
-    n = int(min(x.size, y.size))
-    if x.size < 2 or y.size < 2:
+    sx = float(x.std(ddof=1)) if x.size > 1 else float("nan")
+    sy = float(y.std(ddof=1)) if y.size > 1 else float("nan")
+    return difference_from_summary(float(x.mean()), sx, x.size, float(y.mean()), sy, y.size, confidence)
+
+
+def difference_from_summary(mean_a: float, std_a: float, n_a: int, mean_b: float, std_b: float, n_b: int,
+                            confidence: float = 0.95) -> Estimate:
+    """:func:`difference` from each side's mean, sample std and count (a paper's "mean (std)" over n runs)."""
+    if n_a < 1 or n_b < 1:
+        raise ValueError(f"n_a={n_a} and n_b={n_b} must both be at least 1")
+    diff = float(mean_a - mean_b)
+    n = int(min(n_a, n_b))
+    if n_a < 2 or n_b < 2:
         return Estimate(diff, float("nan"), n)
-    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    vx, vy = std_a**2 / n_a, std_b**2 / n_b
     if vx + vy == 0:
         return Estimate(diff, 0.0, n)
     from scipy import stats
 
-    df = (vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1))
+    df = (vx + vy) ** 2 / (vx**2 / (n_a - 1) + vy**2 / (n_b - 1))
     t = stats.t.ppf(0.5 + confidence / 2, df=df)
     return Estimate(diff, float(t * math.sqrt(vx + vy)), n)
 

@@ -160,6 +160,11 @@ BOOK_ADAPTIVE_SEEDS: tuple[int, ...] = (0, 1, 2)
 #: starting rate of the book's adaptive FFNs: 64 neurons at k = 0.9 (Eq. 11), the middle of the scaled grid
 BOOK_START_RATE = 0.036
 BOOK_EPOCHS, BOOK_PATIENCE = 10, 5
+#: the measured CPU seconds of one book training step per arm ``(ffn, ffn_hidden)``, and of one evaluation of
+#: the validation and test lines (module docstring: one thread, a loaded 2-core machine, 2026-11-26)
+BOOK_STEP_S: dict[tuple[str, int], float] = {("adaptive", 0): 0.37, ("fixed", 16): 0.35, ("fixed", 64): 0.27,
+                                             ("fixed", 256): 0.37}
+BOOK_EVAL_S = 3.6
 EVAL_BATCH = 256
 
 # ----------------------------------------------------------------------------- tokens
@@ -366,13 +371,24 @@ def corrupt_lines(lines: Sequence[str], p: float, ops: Sequence[str], alphabet: 
     return [char_noise(line, p, g, tuple(ops), alphabet) for line in lines]
 
 
-def denoising_splits(config: dict[str, Any], root: str | Path | None = None) -> TextSplits:
-    """The book's task: (corrupted line, clean line) pairs of Tiny Shakespeare (module docstring)."""
+def denoising_lines(config: dict[str, Any], root: str | Path | None = None) -> tuple[dict[str, list[str]], Any]:
+    """The clean lines of the book's task, ``{"train", "val", "test"}`` (before any subset), and the tokenizer.
+
+    Training lines from the first 90% of Tiny Shakespeare, validation and test lines the
+    first and second half of the held-out 10% (nanoGPT's split); fast, as nothing is
+    corrupted or tokenised.
+    """
     text, tokenizer = tiny_shakespeare(root)
     train_text, held_out = split_text(text)
     lines = {"train": shakespeare_lines(train_text, config["min_chars"], config["max_chars"])}
     rest = shakespeare_lines(held_out, config["min_chars"], config["max_chars"])
     lines["val"], lines["test"] = rest[: len(rest) // 2], rest[len(rest) // 2:]
+    return lines, tokenizer
+
+
+def denoising_splits(config: dict[str, Any], root: str | Path | None = None) -> TextSplits:
+    """The book's task: (corrupted line, clean line) pairs of Tiny Shakespeare (module docstring)."""
+    lines, tokenizer = denoising_lines(config, root)
     letters = "".join(c for c in tokenizer.chars if c.isalpha())  # inserted characters stay in the vocabulary
     limits = {"train": config["train_subset"], "val": config["eval_subset"], "test": config["eval_subset"]}
     out = {}
