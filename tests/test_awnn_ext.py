@@ -226,3 +226,16 @@ def test_stored_runs_record_the_node_of_their_own_forwards(tmp_path):
                             progress=False)
     assert first.provenance["awnn_node"] == "python"
     assert "awnn_node" not in other.provenance  # no adaptive MLP ran in that run
+
+
+def test_each_checkout_builds_under_its_own_name(tmp_path, monkeypatch):
+    # two checkouts of the same source must not share one build folder (ninja would rebuild it each
+    # time the other checkout built it last); the same checkout keeps its name (its cache is reused)
+    from hacn_core.awnn import fast_cpp
+
+    here = fast_cpp._extension_name()
+    assert fast_cpp._extension_name() == here
+    copy = tmp_path / fast_cpp.SOURCE.name
+    copy.write_bytes(fast_cpp.SOURCE.read_bytes())
+    monkeypatch.setattr(fast_cpp, "SOURCE", copy)
+    assert fast_cpp._extension_name() != here

@@ -92,8 +92,11 @@ CFLAGS: tuple[str, ...] = ("-O2",)
 
 def _extension_name() -> str:
     # the source, the flags and the torch build are in the name, so checkouts with other
-    # sources (or another torch) sharing one cache never load each other's library
-    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(CFLAGS).encode() + torch.__version__.encode()).hexdigest()[:12]
+    # sources (or another torch) sharing one cache never load each other's library; so is the
+    # source's path: ninja's build file names it, and two checkouts (git worktrees, a CI clone)
+    # sharing one name would rebuild it each time the other had built it last
+    key = SOURCE.read_bytes() + " ".join(CFLAGS).encode() + torch.__version__.encode() + str(SOURCE).encode()
+    digest = hashlib.sha256(key).hexdigest()[:12]
     return f"hacn_awnn_fused_{digest}"
 
 
