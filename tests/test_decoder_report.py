@@ -49,6 +49,7 @@ def test_connectivity_that_only_decays_with_distance_scores_zero():
     toeplitz = np.array([[0.6 ** (j - i - 1) if j > i else 0.0 for j in range(n)] for i in range(n)])
     assert tr.block_split(toeplitz).contrast == pytest.approx(0.0, abs=1e-12)
     assert tr.block_contrast([0.4] * L) == pytest.approx(0.0, abs=1e-12)  # any uniform a is Toeplitz (Eq. 4)
+    assert tr.block_split(toeplitz).blocks == ()  # every split ties at 0: no blocks are named
     assert tr.block_split(connectivity_matrix("resnet", L).numpy()).contrast == pytest.approx(0.0, abs=1e-12)
     assert tr.block_split(connectivity_matrix("acn", L).numpy()).contrast == pytest.approx(0.0, abs=1e-12)
     # the initial draw N(0.25, 0.005) is almost uniform: far below the threshold
@@ -186,6 +187,8 @@ def test_ablation_rows_fill_in_when_their_cells_are_stored():
     ours = dict(zip(zip(table["initialisation of a"], table["DepthLN"]), table["ours perplexity"]))
     assert ours[("N(0.25, 0.005)", "yes")] == "5.02 (0.01), n=3"  # the study's own H-ACN cell is Table 6's row
     assert ours[("N(0.25, 0.01)", "no")] == "not run here"
+    waiting = tr.ablation_table([r for r in runs if r.config["rule"] != "hacn"])  # the grid's cell, none stored
+    assert waiting.loc[3, "ours perplexity"] == "not stored yet" and waiting.loc[0, "ours perplexity"] == "not run here"
     assert table.loc[table["DepthLN"] == "no", "paper"].tolist() == ["Table 7", "Table 7"]
     assert table.loc[1, "paper perplexity"] == "19.25 ± 0.03"
     extra = decoder_run("hacn", 0, ppl=6.0, alpha_sigma=0.01, depth_ln="none", alphas=modular(0))

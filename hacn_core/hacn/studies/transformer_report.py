@@ -46,7 +46,7 @@ from hacn_core.engine import plots
 from hacn_core.engine.results import RunResult
 from hacn_core.engine.stats import difference, estimate
 from hacn_core.engine.tables import ClaimTable
-from hacn_core.hacn.connectivity import connectivity_heatmap, hacn_connectivity, total_connectivity_strength
+from hacn_core.hacn.connectivity import connectivity_heatmap, hacn_connectivity, resolve_depth_ln
 from hacn_core.hacn.paper_items import item
 from hacn_core.hacn.studies import decoder as hd
 from hacn_core.hacn.studies import mixer_report as hmr
@@ -90,10 +90,14 @@ def main_runs(results: Sequence[RunResult]) -> dict[str, list[RunResult]]:
 def transformer_cell(config: Mapping[str, Any]) -> dict[str, Any]:
     """The columns that name a cell of the transformer studies: architecture, init, DepthLN and budget."""
     mu = config["alpha_mu"]
-    budget = f"{config['epochs']} epochs" if "epochs" in config else f"{config['steps']:,} steps"
+    if "epochs" in config:
+        budget = f"{config['epochs']} epoch" + ("s" if config["epochs"] != 1 else "")
+    else:
+        budget = f"{config['steps']:,} steps"
     return {"architecture": hmr.label(dict(config)),
             "init of a": "" if mu is None else f"N({mu:g}, {config['alpha_sigma']:g})",
-            "DepthLN": config["depth_ln"], "budget": budget}
+            "DepthLN": "yes" if resolve_depth_ln(config["depth_ln"], config["rule"]) != "none" else "no",
+            "budget": budget}
 
 
 def coverage_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]):
@@ -239,7 +243,8 @@ class BlockSplit:
     """The best split of layers ``0..L`` into consecutive blocks and its block contrast (module docstring).
 
     ``blocks``: ``(first, last)`` layer of each block; empty, with ``contrast`` NaN, when no split into
-    two or more blocks of ``MIN_BLOCK`` layers exists (fewer than ``2 * MIN_BLOCK`` layers)."""
+    two or more blocks of ``MIN_BLOCK`` layers exists (fewer than ``2 * MIN_BLOCK`` layers), and empty when no
+    split scores above 0 (then every split ties, e.g. a connectivity that only decays with distance)."""
 
     contrast: float
     blocks: tuple[tuple[int, int], ...]
@@ -292,6 +297,8 @@ def block_split(c, max_blocks: int = MAX_BLOCKS, min_block: int = MIN_BLOCK) -> 
     best = int(np.argmax(score))
     if not np.isfinite(score[best]):
         return BlockSplit(float("nan"), ())
+    if score[best] <= 1e-12:  # no split separates anything: no blocks to name
+        return BlockSplit(float(score[best]), ())
     edges = (0, *cuts[best], n)
     return BlockSplit(float(score[best]), tuple((a, b - 1) for a, b in zip(edges, edges[1:])))
 
@@ -742,20 +749,23 @@ def _planned(config: dict[str, Any]) -> RunResult:
     return RunResult(experiment=hd.EXPERIMENT_ID, config=config, config_hash="", seed=config["seed"], metrics={})
 
 
-def ablation_table(results: Sequence[RunResult]):
+def ablation_table(results: Sequence[RunResult], profile: str = "book"):
     """Tables 6-7: the paper's validation perplexity (PG-19, 6B tokens) of each initialisation with and without
-    DepthLN, beside ours where the study has the cell (else "not run here")."""
+    DepthLN, beside ours where runs of the cell are stored; else "not stored yet" for a cell of the study's grid
+    at ``profile`` and "not run here" for the others."""
     import pandas as pd
 
+    planned = [_planned(c) for c in hd.EXPERIMENT.runs(profile)]
     rows = []
     for init, depth_ln, item_id, where in ABLATIONS:
         it = item(item_id)
         runs = _ablation_runs(results, where, depth_ln)
+        missing = "not stored yet" if _ablation_runs(planned, where, depth_ln) else "not run here"
         rows.append({"initialisation of a": init, "DepthLN": "yes" if depth_ln == "paper" else "no",
                      "paper": it.item,
                      "paper perplexity": f"{it.paper_value:.2f} ± {it.paper_std:.2f}",
                      "ours perplexity": hmr.seed_cell(_values(runs, "val_perplexity"), digits=2) if runs
-                     else "not run here"})
+                     else missing})
     return pd.DataFrame(rows)
 
 
