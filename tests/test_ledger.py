@@ -272,7 +272,8 @@ def test_section_anchor_is_the_id_jupyter_book_gives_the_heading():
     assert chapter_href(item("hacn/eq4/direct-layer-connectivity").book) == (
         "notebooks/hacn_01_forward_rule.html#the-direct-layer-connectivity-matrix")
     assert chapter_href(item("awnn/table3/tabular-config").book) == "notebooks/awnn_02_tabular.html"
-    assert chapter_href(item("hacn/fig3b/vit-imagenet-res").book) == ""  # no chapter shows the ViT yet
+    assert chapter_href(item("hacn/fig3b/vit-imagenet-res").book) == "notebooks/hacn_04_vit.html#best-accuracy-fig-3b"
+    assert chapter_href(item("hacn/fig10/vit-finetune-depth").book) == ""  # no chapter shows the fine-tuning yet
 
 
 def test_section_anchor_agrees_with_docutils_on_every_heading_of_the_book():

@@ -292,6 +292,12 @@ LONG = "hacn-mixer-long"  # the converged Mixer study chapter 2 draws
 RULE = "The rule: Eq. 1-2 and Algorithm 1"
 MATRIX = "The Direct Layer Connectivity Matrix"
 T_CONN = "tests/test_connectivity.py::"
+CH4, CH5 = "hacn_04_vit", "hacn_05_decoder"
+VIT, DECODER = "hacn-vit", "hacn-decoder"  # the studies chapters 4 and 5 draw
+VIT_C = "Learned connectivity (Fig. 1a) and $\\Gamma$ (Table 3)"
+PPL = "Layer-wise validation perplexity (Fig. 4a/b)"
+CLOZE = "Zero-shot cloze under character noise (Table 1, Fig. 4c)"
+LM_C = "Connectivity during and after training (Fig. 9, Fig. 1b)"
 PLACES: dict[str, Place] = {
     "hacn/eq1": Place(CH1, RULE, (T_CONN + "test_resnet_rule_equals_hand_written_residual_stack",
                                   T_CONN + "test_acn_rule_is_sum_of_all_layer_outputs")),
@@ -323,6 +329,24 @@ PLACES: dict[str, Place] = {
     # Fig. 7's DenseFormer-style and DenseNet-style runs are last in the converged study's queue
     "hacn/fig7/vs-denseformer-densenet": Place(CH2, "Against other designs (Fig. 7) and the public code's rule"),
     "hacn/fig7/extra-parameters": Place(CH2, "Checks"),
+    # chapters 4-5: the transformer studies (stored runs of hacn-vit / hacn-decoder fill them in)
+    "hacn/fig3a/vit-accuracy-vs-epochs": Place(CH4, "Accuracy against epochs (Fig. 3a)", drawn_from=(VIT,)),
+    "hacn/fig3a/acn-epochs-to-match": Place(CH4, "Accuracy against epochs (Fig. 3a)"),
+    "hacn/fig3b": Place(CH4, "Best accuracy (Fig. 3b)"),
+    "hacn/fig3c": Place(CH4, "Robustness to input noise (Fig. 3c)"),
+    "hacn/fig1a/vision-connectivity": Place(CH4, VIT_C, drawn_from=(VIT,)),
+    "hacn/table3/imagenet-gamma": Place(CH4, VIT_C),  # beside our ViT's Gamma; chapter 2 lists it as not run
+    "hacn/table5/gpt2-training-config": Place(CH5, "The setting, and why this budget"),
+    "hacn/fig4a/owt2-layerwise-ppl": Place(CH5, PPL, drawn_from=(DECODER,)),
+    "hacn/fig4b/pg19-layerwise-ppl": Place(CH5, PPL, drawn_from=(DECODER,)),
+    "hacn/fig4": Place(CH5, PPL),
+    "hacn/fig4c": Place(CH5, CLOZE),
+    "hacn/table1": Place(CH5, CLOZE),
+    "hacn/table6": Place(CH5, "Initialisation and DepthLN ablations (Tables 6-7)"),
+    "hacn/table7": Place(CH5, "Initialisation and DepthLN ablations (Tables 6-7)"),
+    "hacn/fig9/connectivity-evolution": Place(CH5, LM_C, drawn_from=(DECODER,)),
+    "hacn/fig1b/language-connectivity": Place(CH5, LM_C, drawn_from=(DECODER,)),
+    "hacn/sec4/alpha-correlation-gpt2-owt2": Place(CH5, "How stable the converged weights are across seeds (Sec. 4)"),
 }
 
 #: Every H-ACN item, in paper order, placed in the book.

@@ -137,6 +137,10 @@ SEEDS: tuple[int, ...] = (0, 1, 2)
 CLOZE_NOISE: tuple[float, ...] = (0.0, 0.01, 0.03)
 CLOZE_SEED = 0  # the same items and the same noise for every run
 BOOK_STEPS = 2500
+#: one AdamW step of the book-size model per rule, ms of process CPU time on one thread, as measured by
+#: benchmarks/bench_transformer_studies.py (module docstring; two other trainings shared the 2-core
+#: machine): what the book budget was sized from
+BOOK_STEP_MS: dict[str, float] = {"resnet": 479.0, "acn": 480.0, "hacn": 493.0}
 OWT2_FOLDER = "openwebtext2"  # under the data root: train.bin, val.bin (GPT-2 BPE ids, uint16)
 #: the paper profile's zero-shot evaluation (Fig. 4c, Table 1); the other profiles have no such keys
 _PAPER_ZEROSHOT = dict(zeroshot_benchmarks=list(BENCHMARKS), zeroshot_noise=list(PAPER_NOISE),

@@ -11,7 +11,7 @@ code's, and Figs. 2, 5, 6 and 7.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,19 +36,23 @@ PEARSON_MIXER = "hacn/sec4/alpha-correlation-mixer-cifar10"  # Sec. 4, "Robustne
 
 
 def label(config: dict[str, Any]) -> str:
-    """Display name of a run's architecture (rule, or the DenseNet-style Mixer)."""
-    return RULE_LABELS["dense_mixer"] if config["arch"] == "dense_mixer" else RULE_LABELS[config["rule"]]
+    """Display name of a run's architecture (rule, or the DenseNet-style Mixer); a study without an ``arch``
+    key (the ViT, the decoder) is named by its rule."""
+    return RULE_LABELS["dense_mixer"] if config.get("arch") == "dense_mixer" else RULE_LABELS[config["rule"]]
 
 
 # ----------------------------------------------------------------------------- tables
 
 
-def cell_runs(results: Sequence[RunResult], *, arch: str = "mixer", **where: Any) -> list[RunResult]:
-    """The runs whose configuration matches ``arch`` and every ``where`` entry, in seed order."""
-    return sorted(select(results, arch=arch, **where), key=lambda r: r.seed)
+def cell_runs(results: Sequence[RunResult], *, arch: str | None = "mixer", **where: Any) -> list[RunResult]:
+    """The runs whose configuration matches ``arch`` and every ``where`` entry, in seed order.
+
+    ``arch=None`` selects on ``where`` alone (the ViT and decoder studies have no ``arch`` key)."""
+    wanted = where if arch is None else {"arch": arch, **where}
+    return sorted(select(results, **wanted), key=lambda r: r.seed)
 
 
-def _est(values: Sequence[float], scale: float = 1.0, digits: int = 1) -> str:
+def seed_cell(values: Sequence[float], scale: float = 1.0, digits: int = 1) -> str:
     """``mean (std), n=k`` of ``values`` times ``scale``: the book's spread convention (sample std over seeds)."""
     from hacn_core.engine.tables import mean_std
 
@@ -58,11 +62,13 @@ def _est(values: Sequence[float], scale: float = 1.0, digits: int = 1) -> str:
     return f"{mean_std(values, digits)}, n={len(values)}"
 
 
-def main_runs(results: Sequence[RunResult], num_classes: int = 10) -> dict[str, list[RunResult]]:
-    """Fig. 2's three architectures at ``num_classes``: ResNet, ACN, H-ACN (mu 0.25)."""
-    return {"resnet": cell_runs(results, rule="resnet", num_classes=num_classes),
-            "acn": cell_runs(results, rule="acn", num_classes=num_classes),
-            "hacn": cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=num_classes)}
+def main_runs(results: Sequence[RunResult], num_classes: int = 10,
+              arch: str | None = "mixer") -> dict[str, list[RunResult]]:
+    """Fig. 2's three architectures at ``num_classes``: ResNet, ACN, H-ACN (mu 0.25); ``arch`` as in
+    :func:`cell_runs` (None for the ViT study, which has the same three rules)."""
+    return {"resnet": cell_runs(results, arch=arch, rule="resnet", num_classes=num_classes),
+            "acn": cell_runs(results, arch=arch, rule="acn", num_classes=num_classes),
+            "hacn": cell_runs(results, arch=arch, rule="hacn", alpha_mu=0.25, num_classes=num_classes)}
 
 
 def layerwise_table(results: Sequence[RunResult]):
@@ -78,7 +84,7 @@ def layerwise_table(results: Sequence[RunResult]):
             L = acc.shape[1] - 1
             row = {"task": f"{classes} classes", "rule": RULE_LABELS[rule]}
             for exit_ in sorted({L // 4, L // 2, 3 * L // 4, L}):
-                row[f"exit {exit_}"] = _est(acc[:, exit_], 100.0)
+                row[f"exit {exit_}"] = seed_cell(acc[:, exit_], 100.0)
             rows.append(row)
     return pd.DataFrame(rows).set_index(["task", "rule"])
 
@@ -91,8 +97,8 @@ def table2(results: Sequence[RunResult]):
     for mu in TABLE2_MUS:
         runs = cell_runs(results, rule="hacn", alpha_mu=mu, num_classes=10)
         rows.append({"mu": mu, "paper (CIFAR-10, %)": item(table2_item(mu)).paper_value,
-                     "ours (%)": _est([r.metrics["test_accuracy"] for r in runs], 100.0),
-                     "final Gamma (ours)": _est([r.metrics["gamma"] for r in runs], digits=3)})
+                     "ours (%)": seed_cell([r.metrics["test_accuracy"] for r in runs], 100.0),
+                     "final Gamma (ours)": seed_cell([r.metrics["gamma"] for r in runs], digits=3)})
     return pd.DataFrame(rows).set_index("mu")
 
 
@@ -105,8 +111,8 @@ def table3(results: Sequence[RunResult]):
         runs = cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=classes)
         rows.append({"task": f"{classes} classes", "paper task": paper_name,
                      "paper Gamma": item(table3_item(classes)).paper_value,
-                     "ours Gamma": _est([r.metrics["gamma"] for r in runs], digits=3),
-                     "ours test acc (%)": _est([r.metrics["test_accuracy"] for r in runs], 100.0)})
+                     "ours Gamma": seed_cell([r.metrics["gamma"] for r in runs], digits=3),
+                     "ours test acc (%)": seed_cell([r.metrics["test_accuracy"] for r in runs], 100.0)})
     rows.append({"task": "-", "paper task": "ImageNet", "paper Gamma": item(TABLE3_IMAGENET).paper_value,
                  "ours Gamma": "not run", "ours test acc (%)": "-"})
     return pd.DataFrame(rows).set_index("task")
@@ -121,17 +127,26 @@ def seed_correlations(results: Sequence[RunResult], rule: str = "hacn", num_clas
     """
     import pandas as pd
 
-    runs = cell_runs(results, rule=rule, alpha_mu=0.25, num_classes=num_classes)
+    return correlation_table(cell_runs(results, rule=rule, alpha_mu=0.25, num_classes=num_classes), PEARSON_MIXER,
+                             "Mixer/CIFAR-10")
+
+
+def correlation_table(runs: Sequence[RunResult], paper_item: str, paper_setting: str):
+    """Pearson correlation of the converged ``a`` (``alpha_final``) between every pair of ``runs`` (seeds of one
+    cell), over all ``L`` weights and without ``a_L``, beside the paper's value of ``paper_item``; an empty
+    frame for fewer than two runs."""
+    import pandas as pd
+
     if len(runs) < 2:
         return pd.DataFrame()
     finals = np.array([r.curves["alpha_final"] for r in runs])
-    paper = item(PEARSON_MIXER).paper_value
+    paper = item(paper_item).paper_value
     rows = []
     for name, block in (("all L weights", finals), ("without a_L", finals[:, :-1])):
         corr = pairwise_pearson(torch.as_tensor(block)).numpy()
         off = corr[np.triu_indices(len(runs), k=1)]
         rows.append({"weights": name, "seed pairs": len(off), "mean Pearson (%)": 100 * off.mean(),
-                     "min (%)": 100 * off.min(), "paper (Mixer/CIFAR-10, %)": paper})
+                     "min (%)": 100 * off.min(), f"paper ({paper_setting}, %)": paper})
     return pd.DataFrame(rows).set_index("weights")
 
 
@@ -156,9 +171,9 @@ def comparison_table(results: Sequence[RunResult], cost: RunResult | None = None
         m = [r.metrics for r in runs]
         row = {
             "architecture": RULE_LABELS[key],
-            "test acc (%)": _est([x["test_accuracy"] for x in m], 100.0),
-            "half-depth exit acc (%)": _est([x["first_half_exit_accuracy"] for x in m], 100.0),
-            "Γ": _est([x["gamma"] for x in m], digits=3) if "gamma" in m[0] else "-",
+            "test acc (%)": seed_cell([x["test_accuracy"] for x in m], 100.0),
+            "half-depth exit acc (%)": seed_cell([x["first_half_exit_accuracy"] for x in m], 100.0),
+            "Γ": seed_cell([x["gamma"] for x in m], digits=3) if "gamma" in m[0] else "-",
             "parameters": m[0]["parameters"],
         }
         if cost is not None and f"{key}/ms_per_step" in cost.metrics:
@@ -169,7 +184,7 @@ def comparison_table(results: Sequence[RunResult], cost: RunResult | None = None
             if f"{key}/peak_cuda_bytes" in c:
                 row["peak CUDA memory (MB)"] = round(c[f"{key}/peak_cuda_bytes"] / 2**20, 1)
         else:
-            row |= {"s / epoch (training clock)": _est([x["seconds_per_epoch"] for x in m], digits=1),
+            row |= {"s / epoch (training clock)": seed_cell([x["seconds_per_epoch"] for x in m], digits=1),
                     "saved activations (MB / batch)": round(m[0]["saved_activation_bytes"] / 2**20, 1)}
         rows.append(row)
     return pd.DataFrame(rows).set_index("architecture")
@@ -196,9 +211,9 @@ def code_rule_table(results: Sequence[RunResult]):
         runs = cell_runs(results, rule=rule, alpha_mu=0.25, num_classes=10)
         if runs:
             rows.append({"rule": RULE_LABELS[rule],
-                         "test acc (%)": _est([r.metrics["test_accuracy"] for r in runs], 100.0),
-                         "half-depth exit acc (%)": _est([r.metrics["first_half_exit_accuracy"] for r in runs], 100.0),
-                         "final Gamma": _est([r.metrics["gamma"] for r in runs], digits=3)})
+                         "test acc (%)": seed_cell([r.metrics["test_accuracy"] for r in runs], 100.0),
+                         "half-depth exit acc (%)": seed_cell([r.metrics["first_half_exit_accuracy"] for r in runs], 100.0),
+                         "final Gamma": seed_cell([r.metrics["gamma"] for r in runs], digits=3)})
     return pd.DataFrame(rows).set_index("rule")
 
 
@@ -287,20 +302,28 @@ def plot_delta_gamma(results: Sequence[RunResult], *, paper_gamma: bool = False)
 
     ``paper_gamma`` draws Table 3's final ``Gamma`` (CIFAR-10 and CIFAR-2) as dashed lines in (b), the paper's
     value beside ours (the paper's own Fig. 6 curves are not given as numbers)."""
-    fig, axes = plots.figure(ncols=2)
     colours = {10: _STYLE["hacn"], 2: _TWO_CLASSES}
-    for classes, style in ((10, "-"), (2, "--")):
-        runs = cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=classes)
+    groups = [(f"ours, {classes} classes", cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=classes),
+               colours[classes], style) for classes, style in ((10, "-"), (2, "--"))]
+    lines = [(item(table3_item(classes)).paper_value, f"paper Table 3, {paper_name}", colours[classes])
+             for classes, paper_name in TABLE3_TASKS] if paper_gamma else []
+    return plot_settling(groups, lines)
+
+
+def plot_settling(groups: Sequence[tuple[str, Sequence[RunResult], Any, str]],
+                  paper_gamma: Sequence[tuple[float, str, Any]] = ()):
+    """Convergence distance ``Delta_t`` (a) and ``Gamma`` (b) over training progress, one mean curve with its
+    standard-error band per group ``(label, runs, colour, linestyle)`` (a group without runs is skipped);
+    ``paper_gamma``: the paper's final ``Gamma`` values ``(value, label, colour)`` as dotted lines in (b)."""
+    fig, axes = plots.figure(ncols=2)
+    for name, runs, colour, style in groups:
         if not runs:
             continue
         x = 100 * _progress(runs[0])
         for ax, key in zip(axes[0], ("delta", "gamma")):
-            plots.with_ci(ax, x, np.array([r.curves[key] for r in runs]), label=f"ours, {classes} classes",
-                          linestyle=style, color=colours[classes])
-    if paper_gamma:
-        for classes, paper_name in TABLE3_TASKS:
-            axes[0][1].axhline(item(table3_item(classes)).paper_value, color=colours[classes], alpha=0.8,
-                               linewidth=1.2, linestyle=(0, (1, 1.5)), label=f"paper Table 3, {paper_name}")
+            plots.with_ci(ax, x, np.array([r.curves[key] for r in runs]), label=name, linestyle=style, color=colour)
+    for value, name, colour in paper_gamma:
+        axes[0][1].axhline(value, color=colour, alpha=0.8, linewidth=1.2, linestyle=(0, (1, 1.5)), label=name)
     for ax, title in zip(axes[0], (r"(a) $\Delta_t = \|a_T - a_t\|_2$", r"(b) $\Gamma$")):
         ax.set_xlabel("training progress (% of steps)")
         ax.set_title(title)
@@ -375,13 +398,20 @@ MATCH_POINTS = 0.5
 PEARSON_HOLDS = 80.0
 
 
-def coverage_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]):
-    """Which cells of a study are stored: per architecture, classes, init mean and epochs, the seeds planned and
-    the seeds stored (the converged study fills in over several background sessions)."""
+def mixer_cell(config: dict[str, Any]) -> dict[str, Any]:
+    """The columns that name a cell of the Mixer studies: architecture, classes, init mean, epochs."""
+    return {"architecture": label(config), "classes": config["num_classes"],
+            "init mean μ": config["alpha_mu"] if config["alpha_mu"] is not None else "", "epochs": config["epochs"]}
+
+
+def coverage_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResult],
+                   describe: Callable[[dict[str, Any]], dict[str, Any]] = mixer_cell):
+    """Which cells of a study are stored: per cell (the columns ``describe`` gives a configuration; the Mixer's
+    by default), the seeds planned and the seeds stored (a study fills in over several background sessions)."""
     import pandas as pd
 
     def key(c: dict[str, Any]) -> tuple:
-        return (label(c), c["num_classes"], c["alpha_mu"] if c["alpha_mu"] is not None else "", c["epochs"])
+        return tuple(describe(c).items())
 
     stored = {}
     for r in results:
@@ -391,8 +421,7 @@ def coverage_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResul
         seen.setdefault(key(c), []).append(c["seed"])
     for k, seeds in seen.items():
         have = sorted(stored.get(k, []))
-        rows.append({"architecture": k[0], "classes": k[1], "init mean μ": k[2], "epochs": k[3],
-                     "seeds planned": len(seeds), "seeds stored": len(have),
+        rows.append({**dict(k), "seeds planned": len(seeds), "seeds stored": len(have),
                      "stored": ", ".join(str(s) for s in have) if have else "none yet"})
     return pd.DataFrame(rows)
 
@@ -406,28 +435,45 @@ def split_budgets(results: Sequence[RunResult]) -> tuple[list[RunResult], list[R
             [r for r in results if r.config["epochs"] != longest])
 
 
-def last_fifth_fraction(r: RunResult) -> float:
-    """``Delta_{0.8 T} / Delta_0``: the share of the weights' total displacement made in the last fifth of training."""
+def fraction_left(r: RunResult, at: float) -> float:
+    """``Delta_{at T} / Delta_0``: the distance the residual weights still had to go at fraction ``at`` of
+    training, as a share of their total displacement ``||a_T - a_0||`` (0 when they never moved)."""
     steps = np.asarray(r.curves["record_step"], dtype=float)
     delta = np.asarray(r.curves["delta"], dtype=float)
     if delta[0] == 0:
         return 0.0
-    at = int(np.searchsorted(steps, 0.8 * steps[-1]))
-    return float(delta[min(at, len(delta) - 1)] / delta[0])
+    i = int(np.searchsorted(steps, at * steps[-1]))
+    return float(delta[min(i, len(delta) - 1)] / delta[0])
 
 
-def settling_table(results: Sequence[RunResult]):
-    """Every run with residual weights: steps, total displacement, share moved in the last fifth, settled?"""
+def last_fifth_fraction(r: RunResult) -> float:
+    """``Delta_{0.8 T} / Delta_0``: the share of the weights' total displacement made in the last fifth of training."""
+    return fraction_left(r, 0.8)
+
+
+def _mixer_settling_cell(config: dict[str, Any]) -> dict[str, Any]:
+    return {"rule": label(config), "init mean μ": config["alpha_mu"], "classes": config["num_classes"]}
+
+
+def _mixer_order(r: RunResult) -> tuple:
+    return (r.config["rule"] or "", r.config["num_classes"], r.config["alpha_mu"] or 0, r.config["epochs"], r.seed)
+
+
+def settling_table(results: Sequence[RunResult], *,
+                   describe: Callable[[dict[str, Any]], dict[str, Any]] = _mixer_settling_cell,
+                   order: Callable[[RunResult], Any] = _mixer_order):
+    """Every run with residual weights: steps, total displacement, share moved in the last fifth, settled?
+
+    ``describe`` gives the columns that name a run's cell (the Mixer's rule, init mean and classes by
+    default), ``order`` the sort key of the rows."""
     import pandas as pd
 
     rows = []
-    for r in sorted(results, key=lambda r: (r.config["rule"] or "", r.config["num_classes"], r.config["alpha_mu"] or 0,
-                                            r.config["epochs"], r.seed)):
+    for r in sorted(results, key=order):
         if "delta" not in r.curves:
             continue
         frac = last_fifth_fraction(r)
-        rows.append({"rule": label(r.config), "init mean μ": r.config["alpha_mu"],
-                     "classes": r.config["num_classes"], "seed": r.seed, "steps": r.metrics["steps"],
+        rows.append({**describe(r.config), "seed": r.seed, "steps": r.metrics["steps"],
                      "total displacement ‖a_T − a_0‖": r.curves["delta"][0],
                      "moved in the last fifth (%)": 100 * frac,
                      "Γ at start": r.curves["gamma"][0], "Γ at end": r.metrics["gamma"],
@@ -448,39 +494,44 @@ def budget_check_table(results: Sequence[RunResult]):
             continue
         d = _difference([r.metrics["gamma"] for r in a], [r.metrics["gamma"] for r in b])
         rows.append({"classes": classes, "steps (half budget)": b[0].metrics["steps"],
-                     "Γ (half budget)": _est([r.metrics["gamma"] for r in b], digits=3),
+                     "Γ (half budget)": seed_cell([r.metrics["gamma"] for r in b], digits=3),
                      "steps (full budget)": a[0].metrics["steps"],
-                     "Γ (full budget)": _est([r.metrics["gamma"] for r in a], digits=3),
-                     "change": _signed(d, digits=3)})
+                     "Γ (full budget)": seed_cell([r.metrics["gamma"] for r in a], digits=3),
+                     "change": signed(d, digits=3)})
     return pd.DataFrame(rows)
 
 
-def noise_table(results: Sequence[RunResult], num_classes: int = 10):
-    """Fig. 3c's test on the Mixer: test accuracy (%) under zero-mean Gaussian input noise, per rule."""
+def noise_table(results: Sequence[RunResult], num_classes: int = 10, arch: str | None = "mixer"):
+    """Fig. 3c's test: test accuracy (%) under zero-mean Gaussian input noise, per rule (the Mixer's runs by
+    default; ``arch=None`` for the ViT study's)."""
     import pandas as pd
 
     from hacn_core.hacn.studies.mixer import NOISE_STDS
 
     rows = []
-    for rule, runs in main_runs(results, num_classes).items():
+    for rule, runs in main_runs(results, num_classes, arch).items():
         runs = [r for r in runs if "noise_accuracy/0.1" in r.metrics]
         if not runs:
             continue
-        row = {"rule": RULE_LABELS[rule], "no noise": _est([r.metrics["test_accuracy"] for r in runs], 100.0)}
+        row = {"rule": RULE_LABELS[rule], "no noise": seed_cell([r.metrics["test_accuracy"] for r in runs], 100.0)}
         for std in NOISE_STDS:
-            row[f"σ = {std:g}"] = _est([r.metrics[f"noise_accuracy/{std:g}"] for r in runs], 100.0)
+            row[f"σ = {std:g}"] = seed_cell([r.metrics[f"noise_accuracy/{std:g}"] for r in runs], 100.0)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def plot_noise(results: Sequence[RunResult], num_classes: int = 10):
-    """Test accuracy against the input noise's standard deviation, per rule (mean and standard error)."""
+def plot_noise(results: Sequence[RunResult], num_classes: int = 10, arch: str | None = "mixer", ax=None):
+    """Test accuracy against the input noise's standard deviation, per rule (mean and standard error); on
+    ``ax`` when given (then the figure is ``ax``'s), else on a new figure."""
     from hacn_core.hacn.studies.mixer import NOISE_STDS
 
-    fig, axes = plots.figure()
-    ax = axes[0][0]
+    if ax is None:
+        fig, axes = plots.figure()
+        ax = axes[0][0]
+    else:
+        fig = ax.figure
     stds = (0.0,) + NOISE_STDS
-    for rule, runs in main_runs(results, num_classes).items():
+    for rule, runs in main_runs(results, num_classes, arch).items():
         runs = [r for r in runs if "noise_accuracy/0.1" in r.metrics]
         if runs:
             acc = 100 * np.array([[r.metrics["test_accuracy"]] + [r.metrics[f"noise_accuracy/{s:g}"] for s in NOISE_STDS]
@@ -498,14 +549,14 @@ def _difference(a: Sequence[float], b: Sequence[float]):
     return difference(a, b)
 
 
-def _signed(d, scale: float = 1.0, digits: int = 1) -> str:
+def signed(d, scale: float = 1.0, digits: int = 1) -> str:
     """``+x ± w`` of a difference estimate (Welch 95% interval) times ``scale``."""
     if not math.isfinite(d.half_width):
         return f"{scale * d.mean:+.{digits}f} (n=1)"
     return f"{scale * d.mean:+.{digits}f} ± {scale * d.half_width:.{digits}f}"
 
 
-def _sign_verdict(d) -> bool | None:
+def sign_verdict(d) -> bool | None:
     """True if the whole 95% interval of a difference is above 0, False if below, None if it straddles 0."""
     if not math.isfinite(d.half_width):
         return None
@@ -537,31 +588,31 @@ def claims(results: Sequence[RunResult]):
     if m10["hacn"] and m10["resnet"]:
         d = _difference(metric(m10["hacn"], "test_accuracy"), metric(m10["resnet"], "test_accuracy"))
         table.add("H-ACN's final accuracy matches the ResNet's", "Sec. 3.2, Fig. 2a",
-                  f"H-ACN − ResNet: {_signed(d, 100)} points",
+                  f"H-ACN − ResNet: {signed(d, 100)} points",
                   (d.mean * 100 >= -MATCH_POINTS) if math.isfinite(d.half_width) else None)  # one seed: cannot tell
     for rule in ("hacn", "acn"):
         if m10[rule] and m10["resnet"]:
             d = _difference(metric(m10[rule], "first_half_exit_accuracy"),
                             metric(m10["resnet"], "first_half_exit_accuracy"))
             table.add(f"{RULE_LABELS[rule]} compresses: its half-depth exit beats the ResNet's", "Sec. 3.2, Fig. 2a",
-                      f"half-depth exit, {RULE_LABELS[rule]} − ResNet: {_signed(d, 100)} points", _sign_verdict(d))
+                      f"half-depth exit, {RULE_LABELS[rule]} − ResNet: {signed(d, 100)} points", sign_verdict(d))
     if m10["hacn"] and m2["hacn"]:
         def share(runs: Sequence[RunResult]) -> list[float]:
             return [r.metrics["first_half_exit_accuracy"] / r.metrics["test_accuracy"] for r in runs]
 
         d = _difference(share(m2["hacn"]), share(m10["hacn"]))
         table.add("On 2 classes H-ACN compresses more", "Sec. 3.2.1, Fig. 2a (dashed)",
-                  f"half-depth exit ÷ final accuracy, 2 − 10 classes: {_signed(d, 100)} points", _sign_verdict(d))
+                  f"half-depth exit ÷ final accuracy, 2 − 10 classes: {signed(d, 100)} points", sign_verdict(d))
     if m10["acn"] and m10["hacn"]:
         d = _difference(metric(m10["acn"], "train_loss"), metric(m10["hacn"], "train_loss"))
         table.add("H-ACN trains faster than an ACN (the ACN needs ~100 more epochs of 300)", "Sec. 3.2, Fig. 2b",
-                  f"final training loss, ACN − H-ACN: {_signed(d, digits=3)}", _sign_verdict(d))
+                  f"final training loss, ACN − H-ACN: {signed(d, digits=3)}", sign_verdict(d))
     if m10["hacn"] and m2["hacn"]:
         d = _difference(metric(m10["hacn"], "gamma"), metric(m2["hacn"], "gamma"))
         g10, g2 = item(table3_item(10)).paper_value, item(table3_item(2)).paper_value
         table.add(f"Γ is larger on the harder task (Table 3: {g10:g} on CIFAR-10, {g2:g} on CIFAR-2)",
                   "Sec. 3.2.1, Table 3",
-                  f"Γ, 10 − 2 classes: {_signed(d, digits=3)}", _sign_verdict(d))
+                  f"Γ, 10 − 2 classes: {signed(d, digits=3)}", sign_verdict(d))
     if len(m10["hacn"]) >= 2:
         corr = seed_correlations(full)
         mean = float(corr.loc["without a_L", "mean Pearson (%)"])
@@ -572,10 +623,10 @@ def claims(results: Sequence[RunResult]):
     if mu[0.25] and mu[1.0]:
         d = _difference(metric(mu[0.25], "test_accuracy"), metric(mu[1.0], "test_accuracy"))
         table.add("Starting near an ACN (μ 0.25) beats starting near a ResNet (μ 1)", "Table 2",
-                  f"test accuracy, μ 0.25 − μ 1: {_signed(d, 100)} points", _sign_verdict(d))
+                  f"test accuracy, μ 0.25 − μ 1: {signed(d, 100)} points", sign_verdict(d))
         d = _difference(metric(mu[1.0], "gamma"), metric(mu[0.25], "gamma"))
         table.add("ResNet-like starts stay more densely connected", "Fig. 5",
-                  f"final Γ, μ 1 − μ 0.25: {_signed(d, digits=3)}", _sign_verdict(d))
+                  f"final Γ, μ 1 − μ 0.25: {signed(d, digits=3)}", sign_verdict(d))
     noisy = [r for r in m10["hacn"] if "noise_accuracy/0.3" in r.metrics]
     base = [r for r in m10["resnet"] if "noise_accuracy/0.3" in r.metrics]
     if noisy and base:
@@ -583,5 +634,5 @@ def claims(results: Sequence[RunResult]):
         vit = item("hacn/fig3c/vit-noise0.3-hacn").paper_value - item("hacn/fig3c/vit-noise0.3-res").paper_value
         table.add(f"H-ACN is more robust to input noise than the ResNet (ViT: {vit:+.2f} points at σ 0.3)",
                   "Sec. 3.3, Fig. 3c",
-                  f"accuracy at σ 0.3, H-ACN − ResNet: {_signed(d, 100)} points", _sign_verdict(d))
+                  f"accuracy at σ 0.3, H-ACN − ResNet: {signed(d, 100)} points", sign_verdict(d))
     return table.frame()

@@ -101,6 +101,10 @@ DEFAULT_MU: dict[str, float] = {"hacn": 0.25, "hacn_code_vit": 0.5}  # rules wit
 WEIGHTED_RULES: tuple[str, ...] = tuple(DEFAULT_MU)
 SEEDS: tuple[int, ...] = (0, 1, 2)
 BOOK_EPOCHS = 15
+#: one AdamW step of the book-size model per rule, ms of process CPU time on one thread, as measured by
+#: benchmarks/bench_transformer_studies.py (module docstring; two other trainings shared the 2-core
+#: machine): what the book budget was sized from
+BOOK_STEP_MS: dict[str, float] = {"resnet": 181.0, "acn": 177.0, "hacn": 186.0}
 IMAGENET_FOLDER = "imagenet"  # under the data root: train/<wnid>/*.JPEG and val/<wnid>/*.JPEG
 IMAGENET_MEAN_STD = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))  # standardised like Fashion-MNIST's inputs
 #: Beyer et al. (2022)'s Mixup concentration, ``lam ~ Beta(0.2, 0.2)``: a key of the paper profile only
