@@ -1,4 +1,5 @@
-"""What a chapter shows of ``width-connectivity`` (new work, not a reproduction): five questions, five tables.
+"""What a chapter shows of ``width-connectivity`` (new work, not a reproduction): five questions, their tables,
+figures and verdicts.
 
 The study (:mod:`hacn_core.beyond.width_connectivity`) trains H-ACN backbones whose
 layer MLPs learn their width (H-ACN Eq. 2 x AWNN Eqs. 11-14). This module only reads
@@ -21,22 +22,40 @@ stored runs (:func:`load`; nothing here trains) and answers, per task and rule
    pair, AWNN Sec. 5.4's truncation crossed with H-ACN Sec. 3.1's exits.
 
 Questions 1, 2, 4 and 5 read the runs that learn their width only (:func:`learns_width`);
-the frozen-width twins enter question 3. Each returns a ``pandas.DataFrame``;
-:func:`show` renders one as the house table (:func:`hacn_core.engine.tables.house_table`)
-with the study's labels.
+the frozen-width twins enter questions 3 and 4 (as the controls). Each returns a
+``pandas.DataFrame``; :func:`show` renders one as the house table
+(:func:`hacn_core.engine.tables.house_table`) with the study's labels. Each question
+has a figure (``plot_*``) and computed verdicts (:func:`verdicts`): a claim **holds**
+when the 95% interval of its quantity lies wholly on the claim's side of a stated
+threshold, **does not hold** when it lies wholly on the other side, and **cannot be
+told** otherwise (:func:`above`)::
+
+    1. first-half share of the width, ACN / H-ACN - ResNet > 0          (Welch)
+       share = sum_i w_i D_i / sum_i D_i,  w_i = clip(L/2 - (i - 1), 0, 1)
+    2. total width, 10 - 2 classes > 0 (every rule); Gamma, 10 - 2 > 0 (H-ACN)   (Welch)
+    3. paired accuracy, learned - control > -NO_COST_POINTS; parameters saved > 0   (Student-t)
+    4. step time learned / fixed control > 1 (interleaved); training clock learned / frozen > 1
+    5. parameters kept: min(exits alone, truncation alone) - both > 0 at <= CUT_POINTS points lost
+
+Around them: :func:`coverage_table` (which runs are stored), :func:`budget_table` (the
+profile's arithmetic from measured step times), :func:`missing_sentence` (what a section
+says while its runs are missing) and :func:`summary_markdown` (the closing reading).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from hacn_core.beyond.width_connectivity import EXPERIMENT, STUDY_RULES, fixed_control_config
+from hacn_core.engine import plots
 from hacn_core.engine.registry import Experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult, config_hash, study_config
-from hacn_core.engine.stats import estimate
+from hacn_core.engine.stats import Estimate, difference, estimate
 from hacn_core.engine.tables import house_table
 from hacn_core.hacn.studies import mixer as hm
 
@@ -45,9 +64,10 @@ RULE_LABELS: dict[str, str] = {"resnet": "ResNet", "acn": "ACN", "hacn": "H-ACN"
 MISSING_NOTE = "no stored run of this cell yet, or a single run (no interval)"
 #: what the two controls of question 3 are (a note for :func:`show` of :func:`against_fixed`)
 CONTROLS_NOTE = ("frozen: the same run with its widths frozen at the start (the rates do not train), the only "
-                 "difference; fixed: hacn-mixer-long's run of the same configuration and seed, which also differs "
-                 "in activation (GELU, not ReLU), init (PyTorch's default, not kaiming+) and weight prior (none, "
-                 "not N(0, 1)). Differences: adaptive - control, mean of the per-seed differences")
+                 "difference; fixed: the fixed-width study's run of the same configuration and seed (hacn-mixer-long "
+                 "at the book profile), which also differs in activation (GELU, not ReLU), init (PyTorch's default, "
+                 "not kaiming+) and weight prior (none, not N(0, 1)). Differences: adaptive - control, mean of the "
+                 "per-seed differences")
 
 
 def task_of(config: dict[str, Any]) -> str:
@@ -262,28 +282,42 @@ def time_per_step(results: Sequence[RunResult], controls: Sequence[RunResult] = 
 
     In one process, one thread, interleaved (the fair comparison): the trained adaptive
     model with its width update, its fixed-width twin at the learned widths, the
-    fixed-width control at its own width, and the adaptive/fixed ratio. From the
-    trainings: the wall time per step of the adaptive runs and, where stored, of their
-    fixed-width controls (the machine's load differs between trainings: read these as
-    rough).
+    fixed-width control at its own width, and the adaptive/fixed ratio. The frozen arm:
+    the frozen-width twin's step over the same fixed-width control, measured in its own
+    run the same way (a ratio, so the two processes' different loads cancel), where
+    the twin is stored. From the trainings: the wall time per step of the adaptive
+    runs and, where stored, of their frozen-width twins and fixed-width controls (the
+    machine's load differs between trainings: read these as rough).
     """
     import pandas as pd
 
-    wall_fixed: dict[tuple[str, str], list[float]] = {}
-    for run, control in paired_controls(results, controls):
-        wall_fixed.setdefault((task_of(run.config), run.config["rule"]), []).append(_control_seconds_per_step(control))
+    def by_cell(pairs, value) -> dict[tuple[str, str], list[float]]:
+        out: dict[tuple[str, str], list[float]] = {}
+        for run, other in pairs:
+            out.setdefault((task_of(run.config), run.config["rule"]), []).append(value(other))
+        return out
+
+    wall_fixed = by_cell(paired_controls(results, controls), _control_seconds_per_step)
+    frozen = paired_frozen(results)
+    frozen_ratio = by_cell(frozen, lambda t: t.metrics["adaptive/ratio_to_fixed"])
+    wall_frozen = by_cell(frozen, lambda t: t.metrics["seconds_per_step"])
+
+    def median(values: list[float] | None, scale: float = 1.0) -> float | None:
+        return scale * float(np.median(values)) if values else None
+
     rows = []
     for (task, rule), runs in _cells(results).items():
         def med(key: str) -> float:
             return float(np.median([r.metrics[key] for r in runs]))
 
-        fixed_wall = wall_fixed.get((task, rule))
         rows.append({"task": task, "rule": rule, "adaptive (ms)": med("adaptive/ms_per_step"),
                      "twin at learned widths (ms)": med("twin/ms_per_step"),
                      "fixed control (ms)": med("fixed/ms_per_step"),
                      "adaptive / fixed": med("adaptive/ratio_to_fixed"),
+                     "frozen twin / fixed": median(frozen_ratio.get((task, rule))),
                      "training wall, adaptive (ms)": 1000 * med("seconds_per_step"),
-                     "training wall, fixed (ms)": 1000 * float(np.median(fixed_wall)) if fixed_wall else None,
+                     "training wall, frozen (ms)": median(wall_frozen.get((task, rule)), 1000.0),
+                     "training wall, fixed (ms)": median(wall_fixed.get((task, rule)), 1000.0),
                      "n": len(runs)})
     return pd.DataFrame(rows)
 
@@ -315,6 +349,576 @@ def truncation_table(results: Sequence[RunResult], task: str, rule: str, exits: 
     return frame
 
 
+# ----------------------------------------------------------------------------- around the questions
+
+
+def coverage_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResult],
+                   controls: Sequence[RunResult] = ()):
+    """Which cells of the study are stored: per task, rule and arm (the width learned, or frozen at its start),
+    the seeds planned and the seeds stored; for the Mixer runs that learn their width, the seeds whose
+    fixed-width control (``hacn-mixer-long`` at the book profile) is stored too. ``planned``: the study's
+    configurations at a profile (``EXPERIMENT.runs(profile)``)."""
+    import pandas as pd
+
+    stored = {config_hash(study_config(r.config)) for r in results}
+    have_control = {config_hash(study_config(c.config)) for c in controls}
+    cells: dict[tuple[str, str, str, str], dict[str, list[int]]] = {}
+    for c in planned:
+        arm = "learned" if c["learn_width"] else "frozen at its start"
+        key = (c["setting"], task_of(c), c["rule"], arm)
+        cell = cells.setdefault(key, {"planned": [], "stored": [], "controls": []})
+        cell["planned"].append(c["seed"])
+        if config_hash(c) in stored:
+            cell["stored"].append(c["seed"])
+        if c["setting"] == "mixer" and c["learn_width"] and config_hash(fixed_control_config(c)) in have_control:
+            cell["controls"].append(c["seed"])
+    rows = []
+    for (setting, task, rule, arm), cell in cells.items():
+        mixer_learning = setting == "mixer" and arm == "learned"
+        rows.append({"task": task, "rule": rule, "width": arm, "seeds planned": len(cell["planned"]),
+                     "seeds stored": len(cell["stored"]),
+                     "which seeds": ", ".join(map(str, sorted(cell["stored"]))) or "none yet",
+                     "fixed-width controls stored": (", ".join(map(str, sorted(cell["controls"]))) or "none yet")
+                     if mixer_learning else "none planned"})
+    return pd.DataFrame(rows)
+
+
+def steps_per_run(config: dict[str, Any]) -> int:
+    """The optimizer steps of one run: its epochs (the Mixer's equal-step rule for 2 classes) times
+    ``ceil(training examples / batch)``, from the run's dry-run plan (no data is loaded)."""
+    plan = EXPERIMENT.plan(config)
+    return plan.train.epochs * math.ceil(plan.n_train / plan.train.batch_size)
+
+
+def budget_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResult], cost: RunResult | None = None):
+    """The profile's arithmetic per setting: runs planned, optimizer steps per run, the measured CPU
+    milliseconds of one step and what they add up to.
+
+    The step time is the median of the stored runs' own interleaved measurement (``adaptive/ms_per_step``,
+    one thread) where runs are stored; before that, for the Mixer, ``cost``'s (the ``hacn-mixer-cost``
+    run: the fixed-width H-ACN Mixer of the same size, measured the same way); otherwise missing.
+    """
+    import pandas as pd
+
+    rows = []
+    for setting in ("mixer", "stack"):
+        configs = [c for c in planned if c["setting"] == setting]
+        if not configs:
+            continue
+        steps = [steps_per_run(c) for c in configs]
+        measured = [r.metrics["adaptive/ms_per_step"] for r in results
+                    if r.config["setting"] == setting and "adaptive/ms_per_step" in r.metrics]
+        if measured:
+            ms, source = float(np.median(measured)), f"this study's stored runs (median of {len(measured)})"
+        elif setting == "mixer" and cost is not None and "hacn/ms_per_step" in cost.metrics:
+            ms, source = float(cost.metrics["hacn/ms_per_step"]), "hacn-mixer-cost: the fixed-width H-ACN Mixer"
+        else:
+            ms, source = np.nan, "not measured yet"
+        rows.append({"setting": {"mixer": "H-ACN Mixer", "stack": "MLP stack"}[setting], "runs planned": len(configs),
+                     "steps per run": int(np.median(steps)), "ms per step": ms, "measured by": source,
+                     "CPU-hours, all runs": ms * sum(steps) / 3.6e6})
+    return pd.DataFrame(rows)
+
+
+#: what each question needs stored before its section can show anything
+_NEEDS: dict[int, str] = {
+    1: "No run that learns its width is stored yet, so the learned widths cannot be drawn against depth.",
+    2: "No Mixer run that learns its width is stored yet, so Γ and the width cannot be compared between "
+       "the 10-class and the 2-class task.",
+    3: "No run is stored together with its frozen-width twin or its fixed-width control yet, so the cost "
+       "in accuracy and the saving in parameters cannot be measured.",
+    4: "No run that learns its width is stored yet, so its time per step cannot be set beside the fixed-width "
+       "network's.",
+    5: "No run that learns its width is stored yet, so there is no truncation grid to show.",
+}
+
+
+def missing_sentence(question: int, results: Sequence[RunResult], controls: Sequence[RunResult] = ()) -> str:
+    """One plain sentence saying why question ``question`` (1-5) has nothing to show yet, or ``""`` when its
+    section has stored runs to show."""
+    if question not in _NEEDS:
+        raise ValueError(f"question={question!r}; allowed: {', '.join(map(str, _NEEDS))}")
+    learning = [r for r in results if learns_width(r)]
+    has = {1: bool(learning), 4: bool(learning), 5: bool(learning),
+           2: any(r.config["setting"] == "mixer" for r in learning),
+           3: bool(paired_frozen(results) or paired_controls(results, controls))}[question]
+    return "" if has else _NEEDS[question]
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+#: question 3: learning the width "costs no accuracy" when the whole 95% interval of the paired difference
+#: (adaptive - control) lies above -NO_COST_POINTS points; "does not hold" when it lies wholly below
+NO_COST_POINTS = 1.0
+#: question 5: a cut network "keeps the accuracy" when it is at most CUT_POINTS points below the full one
+CUT_POINTS = 1.0
+#: the rule questions 3 and 4 judge (the tables show every rule): the fixed-width H-ACN is the comparison asked
+VERDICT_RULE = "hacn"
+QUESTIONS: dict[int, str] = {
+    1: "Does auto-compression show in the learned widths?",
+    2: "Do the residual weights and the widths follow task difficulty together?",
+    3: "What does learning the width cost in accuracy, and how many parameters does it save?",
+    4: "What does learning the width cost in time per step?",
+    5: "How do layer-wise exits and width truncation combine?",
+}
+VERDICT_LABELS: dict[bool, str] = {True: "holds", False: "does not hold"}
+CANNOT_TELL = "cannot be told from the runs stored so far (a single seed, or a 95% interval across the threshold)"
+
+
+def above(est: Estimate, threshold: float = 0.0) -> bool | None:
+    """Is the quantity ``est`` estimates above ``threshold``? True when its whole 95% interval is; False when
+    the whole interval is below, or the interval has width 0 (every run gave the same value) and sits at or
+    below ``threshold``; None when the interval crosses ``threshold`` or there is none (one run)."""
+    mean, half = float(est.mean), float(est.half_width)
+    if not math.isfinite(half):
+        return None
+    if mean - half > threshold:
+        return True
+    if mean + half < threshold or (half == 0 and mean <= threshold):
+        return False
+    return None
+
+
+def _fmt(est: Estimate, unit: str = "", digits: int = 1, signed: bool = True) -> str:
+    """``+x ± w unit (n=k)``, or ``+x unit (n=1, no interval)``."""
+    value = f"{est.mean:{'+' if signed else ''}.{digits}f}"
+    unit = unit if unit in ("", "%", "×") else f" {unit}"  # 2.5%, 1.10×, 3 points
+    if not math.isfinite(est.half_width):
+        return f"{value}{unit} (n={est.n}, no interval)"
+    return f"{value} ± {est.half_width:.{digits}f}{unit} (n={est.n})"
+
+
+def first_half_width_share(widths: Sequence[float]) -> float:
+    """The share of the total width ``sum_i D_i`` held by the first half of the ``L`` layers (a middle layer of
+    an odd ``L`` counts half): 0.5 when every layer is equally wide, above 0.5 when the early layers are wider."""
+    w = np.asarray(widths, dtype=float)
+    if w.ndim != 1 or not len(w) or w.sum() <= 0:
+        raise ValueError(f"widths={list(widths)!r} must be a non-empty list of widths with a positive sum")
+    in_first_half = np.clip(len(w) / 2 - np.arange(len(w)), 0.0, 1.0)  # 1, ..., 1, (0.5), 0, ..., 0
+    return float((in_first_half * w).sum() / w.sum())
+
+
+def cut_savings(run: RunResult, points: float = CUT_POINTS) -> dict[str, float]:
+    """The smallest network cut from ``run`` that keeps its accuracy within ``points`` points (question 5).
+
+    From the run's truncation grid (accuracy and parameters at every kept width fraction ``r`` and exit
+    ``d``): the parameters kept, as a fraction of the full network's (``r = 1``, ``d = L``), by the
+    smallest qualifying cut along the exits alone (``r = 1``), along the widths alone (``d = L``) and over
+    the whole grid; ``gain`` = the better single cut minus the combined one (>= 0: the grid holds both
+    lines); ``fraction`` and ``exit`` locate the combined cut. The cut is chosen on the test accuracy the
+    grid holds: a description of what the trained network allows, not a model selection.
+    """
+    fractions = list(run.curves["truncation_fractions"])
+    acc = np.asarray(run.curves["truncation_accuracy"], dtype=float)  # (F, L + 1)
+    params = np.asarray(run.curves["truncation_parameters"], dtype=float)  # (F, L + 1)
+    full = int(np.argmax(fractions))  # the untruncated row (fraction 1)
+    keeps = acc >= acc[full, -1] - points / 100 - 1e-12  # (F, L + 1); the full network itself always qualifies
+    total = params[full, -1]
+    exits = params[full][keeps[full]].min() / total
+    widths = params[:, -1][keeps[:, -1]].min() / total
+    masked = np.where(keeps, params, np.inf)
+    f, d = np.unravel_index(int(np.argmin(masked)), masked.shape)
+    both = masked[f, d] / total
+    return {"full accuracy": float(acc[full, -1]), "exits only": float(exits), "widths only": float(widths),
+            "both": float(both), "gain": float(min(exits, widths) - both), "fraction": float(fractions[f]),
+            "exit": int(d)}
+
+
+def cut_table(results: Sequence[RunResult], points: float = CUT_POINTS):
+    """Question 5 per task and rule: the full network's test accuracy and the parameters (% of the full
+    network's) of the smallest cut that keeps it within ``points`` points: along the exits, along the widths,
+    and both together (:func:`cut_savings`; means over seeds)."""
+    import pandas as pd
+
+    rows = []
+    for (task, rule), runs in _cells(results).items():
+        cuts = [cut_savings(r, points) for r in runs]
+        rows.append({"task": task, "rule": rule,
+                     "full accuracy (%)": 100 * float(np.mean([c["full accuracy"] for c in cuts])),
+                     "kept by exits alone (%)": 100 * float(np.mean([c["exits only"] for c in cuts])),
+                     "kept by truncation alone (%)": 100 * float(np.mean([c["widths only"] for c in cuts])),
+                     "kept by both (%)": 100 * float(np.mean([c["both"] for c in cuts])), "n": len(runs)})
+    return pd.DataFrame(rows)
+
+
+def _row(question: int, task: str, claim: str, ours: str, verdict: bool | None) -> dict[str, Any]:
+    return {"question": question, "task": task, "claim": claim, "ours": ours, "verdict": verdict}
+
+
+def _mixer_task_pairs(cells: dict[tuple[str, str], list[RunResult]]) -> list[tuple[str, str, str]]:
+    """``(label, harder task, easier task)`` for every Mixer dataset with both its class counts stored."""
+    by_dataset: dict[str, dict[int, str]] = {}
+    for (task, _rule), runs in cells.items():
+        c = runs[0].config
+        if c["setting"] == "mixer":
+            by_dataset.setdefault(task.split(",")[0], {})[c["num_classes"]] = task
+    return [(f"{name}, {max(t)} vs {min(t)} classes", t[max(t)], t[min(t)])
+            for name, t in by_dataset.items() if len(t) >= 2]
+
+
+def _q1_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """Auto-compression in the widths: the first-half share of ACN's and H-ACN's width against the ResNet's."""
+    cells = _cells(results)
+    rows = []
+    for task in dict.fromkeys(t for t, _ in cells):
+        base = [100 * first_half_width_share(r.curves["final_widths"]) for r in cells.get((task, "resnet"), [])]
+        for rule in ("acn", "hacn"):
+            runs = cells.get((task, rule), [])
+            if not runs or not base:
+                continue
+            share = [100 * first_half_width_share(r.curves["final_widths"]) for r in runs]
+            d = difference(share, base)
+            rows.append(_row(1, task, f"{RULE_LABELS[rule]} puts more of its learned width in its first half of "
+                                      "layers than the ResNet",
+                             f"first-half share {np.mean(share):.1f}% against {np.mean(base):.1f}% (50% at the "
+                             f"start); difference {_fmt(d, 'points')}", above(d)))
+    return rows
+
+
+def _q2_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """Task difficulty: total width (every rule) and Gamma (H-ACN) larger on the harder task, and both together."""
+    cells = _cells(results)
+    rows = []
+    for label, hard, easy in _mixer_task_pairs(cells):
+        width_verdict = {}
+        for rule in STUDY_RULES:
+            a, b = cells.get((hard, rule), []), cells.get((easy, rule), [])
+            if not a or not b:
+                continue
+            d = difference([r.metrics["total_width"] for r in a], [r.metrics["total_width"] for r in b])
+            width_verdict[rule] = above(d)
+            rows.append(_row(2, label, f"{RULE_LABELS[rule]} learns a larger total width on the harder task",
+                             f"total width {np.mean([r.metrics['total_width'] for r in a]):.0f} against "
+                             f"{np.mean([r.metrics['total_width'] for r in b]):.0f} neurons; difference "
+                             f"{_fmt(d, 'neurons', 0)}", width_verdict[rule]))
+        a, b = cells.get((hard, "hacn"), []), cells.get((easy, "hacn"), [])
+        if a and b:
+            d = difference([r.metrics["gamma"] for r in a], [r.metrics["gamma"] for r in b])
+            gamma = above(d)
+            rows.append(_row(2, label, "H-ACN's Γ is larger on the harder task (as H-ACN Table 3 finds at fixed "
+                                       "width)", f"Γ difference {_fmt(d, digits=3)}", gamma))
+            width = width_verdict.get("hacn")
+            both = False if False in (gamma, width) else (True if gamma and width else None)
+            rows.append(_row(2, label, "H-ACN's Γ and total width both grow with task difficulty",
+                             f"Γ: {VERDICT_LABELS.get(gamma, 'cannot be told')}; width: "
+                             f"{VERDICT_LABELS.get(width, 'cannot be told')}", both))
+    return rows
+
+
+def control_name(kind: str, pairs: Sequence[tuple[RunResult, RunResult]] = ()) -> str:
+    """How a claim names a control: ``frozen``, the run's frozen-width twin; ``fixed``, the fixed-width run of
+    the controls' experiment (``hacn-mixer-long`` at the book profile, ``hacn-mixer`` otherwise)."""
+    if kind == "frozen":
+        return "its frozen-width twin"
+    experiment = pairs[0][1].experiment if pairs else hm.LONG_ID
+    return f"the fixed-width {experiment} run (which also differs in activation, init and prior)"
+
+
+
+def _by_task(pairs: Sequence[tuple[RunResult, RunResult]], rule: str) -> dict[str, list[tuple[RunResult, RunResult]]]:
+    out: dict[str, list[tuple[RunResult, RunResult]]] = {}
+    for run, control in pairs:
+        if run.config["rule"] == rule:
+            out.setdefault(task_of(run.config), []).append((run, control))
+    return out
+
+
+def _q3_rows(results: Sequence[RunResult], controls: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """Accuracy and parameters of the width-learning H-ACN against each control, paired seed by seed."""
+    rows = []
+    for name, pairs in (("frozen", paired_frozen(results)), ("fixed", paired_controls(results, controls))):
+        for task, cell in _by_task(pairs, VERDICT_RULE).items():
+            acc = estimate([100 * (r.metrics["test_accuracy"] - c.metrics["test_accuracy"]) for r, c in cell])
+            rows.append(_row(3, task, f"Learning the width costs H-ACN at most {NO_COST_POINTS:g} point of test "
+                                      f"accuracy against {control_name(name, cell)}",
+                             f"paired difference {_fmt(acc, 'points')}", above(acc, -NO_COST_POINTS)))
+            saved = estimate([100 * (1 - r.metrics["parameters"] / c.metrics["parameters"]) for r, c in cell])
+            rows.append(_row(3, task, f"Learning the width saves H-ACN parameters against {control_name(name, cell)}",
+                             f"{np.mean([r.metrics['parameters'] for r, _ in cell]):,.0f} against "
+                             f"{np.mean([c.metrics['parameters'] for _, c in cell]):,.0f} parameters; saved "
+                             f"{_fmt(saved, '%')}", above(saved)))
+    return rows
+
+
+def _q4_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """Time per step of the width-learning H-ACN: interleaved against the fixed-width control, and the training
+    clocks against the frozen-width twin."""
+    rows = []
+    cells = _cells(results)
+    frozen = _by_task(paired_frozen(results), VERDICT_RULE)
+    for (task, rule), runs in cells.items():
+        if rule != VERDICT_RULE:
+            continue
+        ratio = estimate([r.metrics["adaptive/ratio_to_fixed"] for r in runs])
+        twin = np.median([r.metrics["twin/ratio_to_fixed"] for r in runs])
+        rows.append(_row(4, task, "A width-learning H-ACN step takes longer than a fixed-width H-ACN step "
+                                  "(one process, interleaved)",
+                         f"time ÷ fixed-width control {_fmt(ratio, '×', 2, signed=False)}; the fixed-width twin "
+                         f"at the learned widths {twin:.2f}×", above(ratio, 1.0)))
+        if task in frozen:
+            clock = estimate([r.metrics["seconds_per_step"] / t.metrics["seconds_per_step"] for r, t in frozen[task]])
+            rows.append(_row(4, task, "Training with width learning takes longer per step than its frozen-width "
+                                      "twin (the trainings' own clocks)",
+                             f"training clock ÷ the frozen twin's {_fmt(clock, '×', 2, signed=False)}",
+                             above(clock, 1.0)))
+    return rows
+
+
+def _q5_rows(results: Sequence[RunResult], points: float = CUT_POINTS) -> list[dict[str, Any]]:
+    """Exits and truncation combined: does the combined cut keep the accuracy with fewer parameters?"""
+    rows = []
+    for (task, rule), runs in _cells(results).items():
+        cuts = [cut_savings(r, points) for r in runs]
+        gain = estimate([100 * c["gain"] for c in cuts])
+        rows.append(_row(5, task, f"{RULE_LABELS[rule]}: cutting depth and width together keeps the accuracy "
+                                  f"(within {points:g} point) with fewer parameters than either cut alone",
+                         f"parameters kept: exits alone {100 * np.mean([c['exits only'] for c in cuts]):.0f}%, "
+                         f"truncation alone {100 * np.mean([c['widths only'] for c in cuts]):.0f}%, both "
+                         f"{100 * np.mean([c['both'] for c in cuts]):.0f}%; gain {_fmt(gain, 'points')}",
+                         above(gain)))
+    return rows
+
+
+def verdicts(results: Sequence[RunResult], controls: Sequence[RunResult] = ()):
+    """Every question's claims judged on the stored runs: question, task, claim, ours (the evidence), verdict.
+
+    A verdict is True ("holds") when the 95% interval of the quantity lies wholly on the claim's side of its
+    threshold, False ("does not hold") when it lies wholly on the other side, None ("cannot be told") when it
+    straddles the threshold or rests on one run (:func:`above`). Intervals: Welch's for a difference between
+    two cells of different runs (questions 1, 2), Student-t of the per-seed values or paired differences
+    otherwise. Thresholds are the module's constants (:data:`NO_COST_POINTS`, :data:`CUT_POINTS`). A claim
+    whose cells have no stored run yet has no row.
+    """
+    import pandas as pd
+
+    rows = (_q1_rows(results) + _q2_rows(results) + _q3_rows(results, controls) + _q4_rows(results)
+            + _q5_rows(results))
+    frame = pd.DataFrame(rows, columns=["question", "task", "claim", "ours", "verdict"])
+    frame["verdict"] = pd.Series([r["verdict"] for r in rows], dtype=object)  # True / False / None, not numpy bools
+    return frame
+
+
+def show_verdicts(frame, question: int | None = None, task: str | None = None):
+    """The verdict rows of :func:`verdicts` as the house table (verdicts as words, None explained): those of
+    question ``question`` (without the question column), or of every question; of ``task`` only if given
+    (without the task column)."""
+    rows = frame
+    if question is not None:
+        rows = rows[rows["question"] == question].drop(columns="question")
+    if task is not None:
+        rows = rows[rows["task"] == task].drop(columns="task")
+    return house_table(rows.reset_index(drop=True), labels={"verdict": VERDICT_LABELS}, missing_note=CANNOT_TELL)
+
+
+def summary_markdown(frame, n_runs: int) -> str:
+    """The chapter's closing reading, written from the verdicts (Markdown without TeX: a notebook's Markdown
+    output is not typeset). ``n_runs``: the stored runs that learn their width."""
+    if n_runs == 0:
+        return ("No run of this study that learns its width is stored for this profile yet, so none of the five "
+                "questions has an answer here yet. The coverage table at the top says which runs exist; every "
+                "section fills in as the background trainings store them.")
+    lines = []
+    for q, title in QUESTIONS.items():
+        rows = frame[frame["question"] == q]
+        if not len(rows):
+            lines.append(f"- **{q}. {title}** Not yet: no stored pair of cells decides it.")
+            continue
+        decided = rows[rows["verdict"].notna()]
+        parts = [f"{r.task}: {r.claim} — **{VERDICT_LABELS[bool(r.verdict)]}** ({r.ours})"
+                 for r in decided.itertuples()]
+        head = f"- **{q}. {title}** {len(decided)} of {len(rows)} claims decided"
+        lines.append(head + (":" if parts else "; the others cannot be told yet (one seed, or an interval "
+                                               "across the threshold)."))
+        lines += [f"  - {p}." for p in parts]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- figures
+
+_COLOURS = plots.categorical(STUDY_RULES)  # ResNet, ACN, H-ACN: the same colours as the Mixer chapters
+_START = "0.45"  # the starting width: a grey reference line
+
+
+def _band(ax, x, mean, half, **style) -> None:
+    """``mean`` as a line, ``mean ± half`` (a 95% interval) as a band where it exists."""
+    (line,) = ax.plot(x, mean, **style)
+    half = np.asarray(half, dtype=float)
+    if np.isfinite(half).any():
+        ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.2, linewidth=0)
+
+
+def _tasks(results: Sequence[RunResult]) -> list[str]:
+    return list(dict.fromkeys(t for t, _ in _cells(results)))
+
+
+def plot_width_by_depth(results: Sequence[RunResult]):
+    """Question 1: the learned width of every layer against its depth, one panel per task, one line per rule
+    (mean over seeds, band: 95% Student-t interval), the starting width as a grey line."""
+    frame = width_by_depth(results)
+    tasks = _tasks(results)
+    fig, axes = plots.figure(ncols=len(tasks))
+    for ax, task in zip(axes[0], tasks):
+        for rule in STUDY_RULES:
+            rows = frame[(frame["task"] == task) & (frame["rule"] == rule)]
+            if len(rows):
+                _band(ax, rows["layer"].to_numpy(), rows["width"].to_numpy(), rows["width ±95%"].to_numpy(),
+                      label=RULE_LABELS[rule], color=_COLOURS[rule], marker="o", markersize=3)
+        start = frame[frame["task"] == task]["start width"]
+        ax.axhline(float(start.iloc[0]), color=_START, linestyle=":", linewidth=1.0, label="starting width")
+        ax.set_title(task)
+        ax.set_xlabel("layer i")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0][0].set_ylabel("learned width D_i (neurons)")
+    plots.figure_legend(fig)
+    return fig
+
+
+def plot_width_over_training(results: Sequence[RunResult]):
+    """The total width over training as a percentage of its start, one panel per task, one line per rule
+    (mean and standard error over the seeds): are the widths still moving at the end?"""
+    tasks = _tasks(results)
+    fig, axes = plots.figure(ncols=len(tasks), height=2.6)
+    for ax, task in zip(axes[0], tasks):
+        for rule in STUDY_RULES:
+            runs = _cells(results).get((task, rule), [])
+            runs = [r for r in runs if r.curves["record_step"] == runs[0].curves["record_step"]] if runs else []
+            if runs:
+                steps = np.asarray(runs[0].curves["record_step"], dtype=float)
+                total = np.array([np.asarray(r.curves["total_width"], float) / r.curves["total_width"][0]
+                                  for r in runs])
+                plots.with_ci(ax, 100 * steps / steps[-1], 100 * total, label=RULE_LABELS[rule], color=_COLOURS[rule])
+        ax.axhline(100, color=_START, linestyle=":", linewidth=1.0, label="start")
+        ax.set_title(task)
+        ax.set_xlabel("training progress (% of steps)")
+    axes[0][0].set_ylabel("total width (% of start)")
+    plots.figure_legend(fig)
+    return fig
+
+
+def plot_gamma_and_width(results: Sequence[RunResult]):
+    """Question 2: (a) every H-ACN run's Γ against its total width (% of its start), one colour per task;
+    (b) the total width (% of start) of every rule and task, one point per run and the mean."""
+    cells = _cells(results)
+    tasks = _tasks(results)
+    task_colour = plots.categorical(tasks)
+    fig, axes = plots.figure(ncols=2)
+    ax_a, ax_b = axes[0]
+    width = 0.8 / max(len(tasks), 1)
+    for i, task in enumerate(tasks):
+        hacn = cells.get((task, "hacn"), [])
+        if hacn:
+            ax_a.plot([r.metrics["gamma"] for r in hacn],
+                      [100 * r.metrics["total_width"] / r.metrics["start_total_width"] for r in hacn],
+                      linestyle="none", marker="o", color=task_colour[task], label=task)
+        for j, rule in enumerate(STUDY_RULES):
+            runs = cells.get((task, rule), [])
+            if runs:
+                x = j + (i - (len(tasks) - 1) / 2) * width
+                y = [100 * r.metrics["total_width"] / r.metrics["start_total_width"] for r in runs]
+                ax_b.plot([x] * len(y), y, linestyle="none", marker="o", markersize=3, alpha=0.6,
+                          color=task_colour[task])
+                ax_b.plot([x - width / 3, x + width / 3], [np.mean(y)] * 2, color=task_colour[task], linewidth=2)
+    ax_a.set_xlabel("Γ = ‖a‖₂ / √L (H-ACN)")
+    ax_a.set_ylabel("total width (% of start)")
+    ax_a.set_title("(a) H-ACN, one point per run")
+    ax_b.set_xticks(range(len(STUDY_RULES)), [RULE_LABELS[r] for r in STUDY_RULES])
+    ax_b.set_title("(b) every rule: runs and their mean")
+    for ax in (ax_a, ax_b):
+        ax.axhline(100, color=_START, linestyle=":", linewidth=1.0)
+    plots.figure_legend(fig)
+    return fig
+
+
+def _row_labels(frame) -> list[str]:
+    return [f"{t} · {RULE_LABELS[r]}" for t, r in zip(frame["task"], frame["rule"])]
+
+
+def plot_against_fixed(results: Sequence[RunResult], controls: Sequence[RunResult] = ()):
+    """Question 3: (a) test accuracy of the width-learning run minus its control (paired, mean and 95%
+    interval), (b) parameters saved against the control (%), one row per task and rule, one colour per
+    control (frozen-width twin, fixed-width run)."""
+    frame = against_fixed(results, controls)
+    labels = _row_labels(frame)
+    colour = plots.categorical(["frozen", "fixed"])
+    fixed_id = controls[0].experiment if len(controls) else hm.LONG_ID
+    names = {"frozen": "frozen-width twin", "fixed": f"fixed-width run ({fixed_id})"}
+    fig, axes = plots.figure(ncols=2, height=0.9 + 0.32 * max(len(frame), 1), sharey=True)
+    ax_a, ax_b = axes[0]
+    y = np.arange(len(frame))
+    for k, name in enumerate(("frozen", "fixed")):
+        shift = y + (k - 0.5) * 0.25
+        diff = frame[f"vs {name} (points)"].to_numpy(dtype=float)
+        half = np.nan_to_num(frame[f"vs {name} (points) ±95%"].to_numpy(dtype=float))
+        ax_a.errorbar(diff, shift, xerr=half, linestyle="none", marker="o", markersize=4, capsize=2,
+                      color=colour[name], label=names[name])
+        saved = 100 * (1 - frame["adaptive parameters"].to_numpy(float) / frame[f"{name} parameters"].to_numpy(float))
+        ax_b.plot(saved, shift, linestyle="none", marker="o", markersize=4, color=colour[name])
+    ax_a.axvline(0, color=_START, linewidth=0.8)
+    ax_a.axvspan(-NO_COST_POINTS, 0, color=_START, alpha=0.1, linewidth=0)
+    ax_b.axvline(0, color=_START, linewidth=0.8)
+    ax_a.set_yticks(y, labels)
+    ax_a.invert_yaxis()
+    ax_a.set_xlabel("accuracy, learned − control (points)")
+    ax_b.set_xlabel("parameters saved (%)")
+    plots.figure_legend(fig)
+    return fig
+
+
+def plot_time_per_step(results: Sequence[RunResult]):
+    """Question 4: CPU milliseconds per optimizer step, measured in one process, interleaved: the
+    width-learning model (with its width update), the fixed-width twin at its learned widths and the
+    fixed-width control at its own width; one row per task and rule."""
+    frame = time_per_step(results)
+    series = {"adaptive (ms)": "width learned", "twin at learned widths (ms)": "fixed twin at the learned widths",
+              "fixed control (ms)": "fixed-width control"}
+    colour = plots.categorical(list(series))
+    fig, axes = plots.figure(height=0.9 + 0.4 * max(len(frame), 1))
+    ax = axes[0][0]
+    y = np.arange(len(frame))
+    for k, (column, label) in enumerate(series.items()):
+        ax.barh(y + (k - 1) * 0.27, frame[column].to_numpy(float), height=0.27, color=colour[column], label=label)
+    ax.set_yticks(y, _row_labels(frame))
+    ax.invert_yaxis()
+    ax.set_xlabel("CPU ms per optimizer step (one thread)")
+    plots.legend(ax, outside="below")
+    return fig
+
+
+def plot_truncation_grid(results: Sequence[RunResult], points: float = CUT_POINTS):
+    """Question 5: test accuracy at every exit depth (x) for every kept width fraction (one line each), one row
+    of panels per task and one column per rule (mean over seeds); the dotted line is ``points`` points below
+    the full network (the accuracy a cut must keep)."""
+    tasks = _tasks(results)
+    cells = _cells(results)
+    fractions = sorted({f for runs in cells.values() for r in runs for f in r.curves["truncation_fractions"]},
+                       reverse=True)
+    colour = plots.categorical(fractions)
+    fig, axes = plots.figure(ncols=len(STUDY_RULES), nrows=len(tasks), height=2.1, sharey="row")
+    for i, task in enumerate(tasks):
+        for j, rule in enumerate(STUDY_RULES):
+            ax = axes[i][j]
+            runs = cells.get((task, rule), [])
+            if i == 0:
+                ax.set_title(RULE_LABELS[rule])
+            if not runs:
+                ax.text(0.5, 0.5, "not stored yet", ha="center", va="center", transform=ax.transAxes, color=_START)
+                continue
+            acc = 100 * np.array([r.curves["truncation_accuracy"] for r in runs], dtype=float).mean(axis=0)
+            exits = np.arange(acc.shape[1])
+            for f, row in zip(runs[0].curves["truncation_fractions"], acc):
+                ax.plot(exits, row, color=colour[f], marker="o", markersize=2, label=f"kept width {100 * f:.0f}%")
+            full = acc[int(np.argmax(runs[0].curves["truncation_fractions"])), -1]
+            ax.axhline(full - points, color=_START, linestyle=":", linewidth=1.0,
+                       label=f"{points:g} point below the full network")
+        axes[i][0].set_ylabel(f"{task}\ntest accuracy (%)")
+    for ax in axes[-1]:
+        ax.set_xlabel("exit (layers used)")
+    for ax in axes.ravel():
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    plots.figure_legend(fig)
+    return fig
+
+
 # ----------------------------------------------------------------------------- display
 
 
@@ -326,20 +930,42 @@ def show(frame, *, caption: str = "", note: str = ""):
 
 
 __all__ = [
+    "CANNOT_TELL",
     "CONTROLS_NOTE",
+    "CUT_POINTS",
     "MISSING_NOTE",
+    "NO_COST_POINTS",
+    "QUESTIONS",
     "RULE_LABELS",
+    "VERDICT_LABELS",
+    "above",
     "against_fixed",
+    "budget_table",
+    "coverage_table",
+    "cut_savings",
+    "cut_table",
+    "first_half_width_share",
     "fixed_experiment",
     "gamma_and_width",
     "learns_width",
     "load",
+    "missing_sentence",
     "paired_controls",
     "paired_frozen",
+    "plot_against_fixed",
+    "plot_gamma_and_width",
+    "plot_time_per_step",
+    "plot_truncation_grid",
+    "plot_width_by_depth",
+    "plot_width_over_training",
     "show",
+    "show_verdicts",
+    "steps_per_run",
+    "summary_markdown",
     "task_of",
     "time_per_step",
     "truncation_table",
+    "verdicts",
     "width_by_depth",
     "width_trajectory",
 ]
