@@ -102,6 +102,9 @@ BOOK_SEEDS = (0, 1)
 PAPER_EPOCHS, PAPER_MILESTONES = 200, (50, 100, 150)
 BOOK_EPOCHS, BOOK_MILESTONES = 4, (1, 2, 3)
 EVAL_BATCH = 1000
+#: the measured costs of the module docstring (process time, one torch thread, the 2-core machine shared with two
+#: other trainings): seconds per training step at batch 128 on 28x28 images, and per 1,000 images evaluated
+STEP_S, EVAL_S_PER_1000 = 0.42, 1.76
 
 
 def image_config(dataset: str, head: str, head_width: int, seed: int, **overrides: Any) -> dict[str, Any]:
