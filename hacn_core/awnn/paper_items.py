@@ -301,6 +301,23 @@ PLACES: dict[str, Place] = {
     **{f"awnn/table2/{d}-samples": Place(CH2, "The three tasks (Fig. 8)") for d in TABULAR},
 }
 
+# Chapters 5 (images) and 6 (graphs): Table 1's image and graph rows, Figs. 9 and 11, Tables 2/4/5, App. D.
+CH5, CH6 = "awnn_05_images", "awnn_06_graphs"
+TABLE1_SECTION, SETTING_SECTION = "Accuracy and width (Table 1)", "The setting, and why this budget"
+PLACES |= {
+    **{f"awnn/table1/{d}-{arm}-{q}": Place(CH5, TABLE1_SECTION)
+       for d in ("mnist", "cifar10", "cifar100") for arm in ("fixed", "awnn") for q in ("accuracy", "width")},
+    **{f"awnn/table2/{d}-samples": Place(CH5, SETTING_SECTION) for d in ("mnist", "cifar10", "cifar100")},
+    "awnn/table4": Place(CH5, SETTING_SECTION),
+    "awnn/fig9": Place(CH5, "Width and task difficulty (Fig. 9)", drawn_from=("awnn-images",)),
+    **{f"awnn/table1/{d}-{arm}-{q}": Place(CH6, TABLE1_SECTION)
+       for d in ("nci1", "reddit-b") for arm in ("fixed", "awnn") for q in ("accuracy", "width")},
+    "awnn/table2/nci1-samples": Place(CH6, "The protocol"),
+    "awnn/table5": Place(CH6, SETTING_SECTION),
+    "awnn/fig11": Place(CH6, "Learned neurons per layer (Fig. 11)", drawn_from=("awnn-graphs",)),
+    "awnn/appd/reddit-b-fixed-plus-accuracy": Place(CH6, "Fixed+ on NCI1 (App. D)"),
+}
+
 #: Every AWNN item, in paper order, placed in the book.
 ITEMS: tuple[PaperItem, ...] = place_items(_items(), PLACES)
 item = item_lookup(ITEMS, PAPER)

@@ -1,5 +1,5 @@
 """Statistics the chapters and the ledger share: a mean with its confidence interval, cell means,
-rounding to significant digits.
+rounding to significant digits, and the verdicts a chapter reads off a difference's interval.
 
 Our value of a paper item is the mean over the stored runs (one per seed) with
 the half-width of a Student-t 95% confidence interval; one run has no interval.
@@ -73,6 +73,40 @@ def difference_from_summary(mean_a: float, std_a: float, n_a: int, mean_b: float
     df = (vx + vy) ** 2 / (vx**2 / (n_a - 1) + vy**2 / (n_b - 1))
     t = stats.t.ppf(0.5 + confidence / 2, df=df)
     return Estimate(diff, float(t * math.sqrt(vx + vy)), n)
+
+
+def signed(d: Estimate, scale: float = 1.0, digits: int = 1) -> str:
+    """``+x ± w`` of a difference estimate (its 95% interval) times ``scale``; ``+x (n=1)`` without one."""
+    if not math.isfinite(d.half_width):
+        return f"{scale * d.mean:+.{digits}f} (n=1)"
+    return f"{scale * d.mean:+.{digits}f} ± {scale * d.half_width:.{digits}f}"
+
+
+def sign_verdict(d: Estimate) -> bool | None:
+    """True if the whole 95% interval of a difference is above 0, False if below, None if it straddles 0
+    (or there is no interval: one value)."""
+    if not math.isfinite(d.half_width):
+        return None
+    if d.mean - d.half_width > 0:
+        return True
+    if d.mean + d.half_width < 0:
+        return False
+    return None
+
+
+def within_verdict(d: Estimate, margin: float) -> bool | None:
+    """Whether two things "match": True if the whole 95% interval of their difference lies within
+    ``[-margin, margin]``, False if it lies wholly outside it, None otherwise (or with no interval)."""
+    if margin <= 0:
+        raise ValueError(f"margin={margin!r} must be > 0")
+    if not math.isfinite(d.half_width):
+        return None
+    low, high = d.mean - d.half_width, d.mean + d.half_width
+    if -margin <= low and high <= margin:
+        return True
+    if high < -margin or low > margin:
+        return False
+    return None
 
 
 def round_significant(values: Sequence[float], digits: int) -> list[float]:

@@ -6,7 +6,8 @@ where a cell has no value, "yes"/"no" for booleans, internal ids replaced by
 labels, and text that wraps at spaces (a table wider than the page scrolls sideways
 instead of breaking words). ``ClaimTable`` collects the
 rows of a chapter's "the paper's claims, checked on our runs" table;
-:func:`mean_std` formats one cell of seeds as papers print it.
+:func:`mean_std` formats one cell of seeds as papers print it; :func:`coverage_table`
+says which cells of a study that fills in over several sessions are stored.
 """
 
 from __future__ import annotations
@@ -52,6 +53,45 @@ class ClaimTable:
         import pandas as pd
 
         return pd.DataFrame.from_records(self.rows, columns=["claim", "paper", "ours", "holds"])
+
+
+def coverage_table(planned: Sequence[Mapping[str, Any]], results: Sequence[Any],
+                   cell: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+                   unit: Callable[[Mapping[str, Any]], Any] = lambda c: c["seed"], unit_name: str = "seeds"):
+    """Which cells of a study are stored, for a chapter whose runs arrive over several sessions.
+
+    ``planned``: the profile's configurations; ``results``: the stored runs (``RunResult``).
+    ``cell(config)`` gives a row's leading columns (labels), ``unit(config)`` the unit a
+    cell counts (a seed; for a cross-validated grid, a fold). A unit is stored when every
+    planned configuration of it in that cell is, matched by configuration hash (the
+    execution entries of a filed configuration aside). Columns: the cell's,
+    ``<unit_name> planned``, ``<unit_name> stored``, ``stored`` (which units, or "none
+    yet"), and, where a unit holds several configurations, ``runs stored`` ("k of n").
+    One row per cell, in the order ``planned`` first names it.
+    """
+    import pandas as pd
+
+    from hacn_core.engine.results import config_hash, study_config
+
+    have = {config_hash(study_config(r.config)) for r in results}
+    cells: dict[tuple, dict[Any, list[bool]]] = {}
+    columns: dict[tuple, Mapping[str, Any]] = {}
+    for c in planned:
+        head = dict(cell(c))
+        key = tuple(head.items())
+        columns.setdefault(key, head)
+        cells.setdefault(key, {}).setdefault(unit(c), []).append(config_hash(c) in have)
+    several = any(len(flags) > 1 for units in cells.values() for flags in units.values())
+    rows = []
+    for key, units in cells.items():
+        done = [u for u, flags in units.items() if all(flags)]
+        row = dict(columns[key]) | {f"{unit_name} planned": len(units), f"{unit_name} stored": len(done),
+                                    "stored": ", ".join(str(u) for u in sorted(done)) or "none yet"}
+        if several:
+            flags = [f for fs in units.values() for f in fs]
+            row["runs stored"] = f"{sum(flags)} of {len(flags)}"
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 MISSING = "–"

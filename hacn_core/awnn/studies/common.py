@@ -24,6 +24,7 @@ public and documented, so that no study reaches into another:
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -69,6 +70,18 @@ def paper_text(item_id: str) -> str:
     if it.paper_value is None:
         raise ValueError(f"item {item_id!r} is qualitative: it has no paper value to print")
     return f"{it.paper_value:g}" + ("" if it.paper_std is None else f" ({it.paper_std:g})")
+
+
+def paper_printed(item_id: str) -> str:
+    """What the paper prints for ``item_id``: :func:`paper_text` of a number, else the text its note quotes
+    (Table 1's fixed widths: the note reads "The paper writes 'Linear': ..." or "... '(96-320)': ...")."""
+    it = paper_items.item(item_id)
+    if it.paper_value is not None:
+        return paper_text(item_id)
+    quoted = re.search(r"writes '([^']+)'", it.note or "")
+    if quoted is None:
+        raise ValueError(f"item {item_id!r} has no paper value and its note quotes no printed text")
+    return quoted.group(1)
 
 
 # ----------------------------------------------------------------------------- the protocol

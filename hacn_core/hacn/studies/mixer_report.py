@@ -21,6 +21,7 @@ import torch
 from hacn_core.engine import plots
 from hacn_core.engine.registry import select
 from hacn_core.engine.results import RunResult
+from hacn_core.engine.stats import sign_verdict, signed
 from hacn_core.hacn.connectivity import pairwise_pearson
 from hacn_core.hacn.studies.mixer import STUDY_RULES, TABLE2_MUS, WEIGHTED_RULES, table2_item, table3_item
 from hacn_core.hacn.paper_items import item
@@ -547,24 +548,6 @@ def _difference(a: Sequence[float], b: Sequence[float]):
     from hacn_core.engine.stats import difference
 
     return difference(a, b)
-
-
-def signed(d, scale: float = 1.0, digits: int = 1) -> str:
-    """``+x ± w`` of a difference estimate (Welch 95% interval) times ``scale``."""
-    if not math.isfinite(d.half_width):
-        return f"{scale * d.mean:+.{digits}f} (n=1)"
-    return f"{scale * d.mean:+.{digits}f} ± {scale * d.half_width:.{digits}f}"
-
-
-def sign_verdict(d) -> bool | None:
-    """True if the whole 95% interval of a difference is above 0, False if below, None if it straddles 0."""
-    if not math.isfinite(d.half_width):
-        return None
-    if d.mean - d.half_width > 0:
-        return True
-    if d.mean + d.half_width < 0:
-        return False
-    return None
 
 
 def claims(results: Sequence[RunResult]):

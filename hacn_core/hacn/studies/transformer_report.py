@@ -44,7 +44,7 @@ import numpy as np
 
 from hacn_core.engine import plots
 from hacn_core.engine.results import RunResult
-from hacn_core.engine.stats import difference, estimate
+from hacn_core.engine.stats import difference, estimate, sign_verdict, signed
 from hacn_core.engine.tables import ClaimTable
 from hacn_core.hacn.connectivity import connectivity_heatmap, hacn_connectivity, resolve_depth_ln
 from hacn_core.hacn.paper_items import item
@@ -470,7 +470,7 @@ def best_accuracy_table(results: Sequence[RunResult]):
                      else "", "ours, test accuracy (%)": hmr.seed_cell(_values(runs[rule], "test_accuracy"), 100.0),
                      "ours, best validation accuracy (%)": hmr.seed_cell(_values(runs[rule], "best_val_accuracy"),
                                                                          100.0, 1),
-                     "ours, − ResNet (points)": hmr.signed(gap, 100, 2) if gap is not None else ""})
+                     "ours, − ResNet (points)": signed(gap, 100, 2) if gap is not None else ""})
     return pd.DataFrame(rows)
 
 
@@ -491,8 +491,8 @@ def noise_gap_table(results: Sequence[RunResult]):
         rows.append({"noise σ": std,
                      "paper, H-ACN − ResNet (points)": f"{paper_h - paper_r:+.2f}" if paper_h is not None
                      else "not reported",
-                     "ours, H-ACN − ResNet (points)": hmr.signed(hacn, 100, 2) if hacn else "not stored",
-                     "ours, ACN − ResNet (points)": hmr.signed(acn, 100, 2) if acn else "not stored"})
+                     "ours, H-ACN − ResNet (points)": signed(hacn, 100, 2) if hacn else "not stored",
+                     "ours, ACN − ResNet (points)": signed(acn, 100, 2) if acn else "not stored"})
     return pd.DataFrame(rows)
 
 
@@ -562,29 +562,29 @@ def vit_claims(results: Sequence[RunResult]):
     if h and r:
         d = difference(speed(h), speed(r))
         table.add("H-ACN matches the ResNet's training speed", "Sec. 3.3, Fig. 3a",
-                  f"mean validation accuracy over the epochs, H-ACN − ResNet: {hmr.signed(d, 100)} points",
+                  f"mean validation accuracy over the epochs, H-ACN − ResNet: {signed(d, 100)} points",
                   (d.mean * 100 >= -MATCH_POINTS) if math.isfinite(d.half_width) else None)
     if a and r:
         d = difference(speed(r), speed(a))
         epochs = item("hacn/fig3a/acn-epochs-to-match").paper_value
         table.add(f"The ACN trains more slowly (it needs about {epochs:.0f} epochs to catch up)", "Sec. 3.3, Fig. 3a",
-                  f"mean validation accuracy over the epochs, ResNet − ACN: {hmr.signed(d, 100)} points",
-                  hmr.sign_verdict(d))
+                  f"mean validation accuracy over the epochs, ResNet − ACN: {signed(d, 100)} points",
+                  sign_verdict(d))
     for other in ("resnet", "acn"):
         if h and runs[other]:
             d = _diff(h, runs[other], "test_accuracy")
             paper = vit_paper("hacn") - vit_paper(other)
             table.add(f"H-ACN has a better final accuracy than the {hmr.RULE_LABELS[other]} (paper: {paper:+.2f} "
                       "points)", "Sec. 3.3, Fig. 3b",
-                      f"test accuracy, H-ACN − {hmr.RULE_LABELS[other]}: {hmr.signed(d, 100, 2)} points",
-                      hmr.sign_verdict(d))
+                      f"test accuracy, H-ACN − {hmr.RULE_LABELS[other]}: {signed(d, 100, 2)} points",
+                      sign_verdict(d))
     for std in NOISE_STDS:
         paper_h = vit_noise_paper("hacn", std)
         if h and r and paper_h is not None:
             d = _diff(h, r, _noise_metric(std))
             table.add(f"H-ACN is more robust to Gaussian input noise than the ResNet at σ = {std:g} "
                       f"(paper: {paper_h - vit_noise_paper('resnet', std):+.2f} points)", "Sec. 3.3, Fig. 3c",
-                      f"accuracy at σ = {std:g}, H-ACN − ResNet: {hmr.signed(d, 100, 2)} points", hmr.sign_verdict(d))
+                      f"accuracy at σ = {std:g}, H-ACN − ResNet: {signed(d, 100, 2)} points", sign_verdict(d))
     contrasts = [block_contrast(x.curves["alpha_final"]) for x in h]
     contrasts = [c for c in contrasts if math.isfinite(c)]
     if contrasts:
@@ -686,7 +686,7 @@ def cloze_table(results: Sequence[RunResult]):
                "paper H-ACN − ResNet": f"{ph - pr:+.2f}"}
         for rule in RULES:
             row[f"ours {hmr.RULE_LABELS[rule]} (%)"] = hmr.seed_cell(_values(runs[rule], _cloze_metric(p)), 100.0)
-        row["ours H-ACN − ResNet"] = hmr.signed(gap, 100, 1) if gap else "not stored"
+        row["ours H-ACN − ResNet"] = signed(gap, 100, 1) if gap else "not stored"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -816,26 +816,26 @@ def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult
         owt = (item("hacn/fig4/owt2-final-ppl-hacn").paper_value, item("hacn/fig4/owt2-final-ppl-res").paper_value)
         table.add(f"H-ACN's final perplexity is on par with the ResNet's ({owt[0]:g} vs {owt[1]:g} on OWT-2; here "
                   f"within ±{100 * PAR_NATS:.0f}%)", "Sec. 3.4, Fig. 4, footnote 8",
-                  f"log perplexity, H-ACN − ResNet: {hmr.signed(d, digits=3)} nats", par_verdict(d, PAR_NATS))
+                  f"log perplexity, H-ACN − ResNet: {signed(d, digits=3)} nats", par_verdict(d, PAR_NATS))
         d = _diff(r, h, "half_depth_exit_perplexity", _log_ppl)
         table.add("H-ACN's intermediate layers have far lower perplexity than the ResNet's", "Sec. 3.4, Fig. 4a/b",
-                  f"log perplexity at the half-depth exit, ResNet − H-ACN: {hmr.signed(d, digits=2)} nats",
-                  hmr.sign_verdict(d))
+                  f"log perplexity at the half-depth exit, ResNet − H-ACN: {signed(d, digits=2)} nats",
+                  sign_verdict(d))
     if a and r:
         d = _diff(a, r, "val_perplexity", _log_ppl)
         table.add("The ACN underperforms the ResNet at the same steps", "Sec. 3.4, footnote 5",
-                  f"log perplexity, ACN − ResNet: {hmr.signed(d, digits=3)} nats", hmr.sign_verdict(d))
+                  f"log perplexity, ACN − ResNet: {signed(d, digits=3)} nats", sign_verdict(d))
     if h and r:
         zs = item("hacn/fig4c/zero-shot-average-hacn").paper_value - item("hacn/fig4c/zero-shot-average-res").paper_value
         d = _diff(h, r, _cloze_metric(0.0))
         table.add(f"H-ACN generalises better zero-shot (paper: {zs:+.1f} points on average)", "Sec. 3.4, Fig. 4c",
-                  f"cloze accuracy without noise, H-ACN − ResNet: {hmr.signed(d, 100)} points", hmr.sign_verdict(d))
+                  f"cloze accuracy without noise, H-ACN − ResNet: {signed(d, 100)} points", sign_verdict(d))
         for p in hd.CLOZE_NOISE[1:]:
             d = _diff(h, r, _cloze_metric(p))
             paper = hellaswag_paper("hacn", p)[0] - hellaswag_paper("resnet", p)[0]
             table.add(f"H-ACN is more robust to character noise at p = {p:g} (paper: {paper:+.2f} points)",
-                      "Sec. 3.4, Table 1", f"cloze accuracy at p = {p:g}, H-ACN − ResNet: {hmr.signed(d, 100)} points",
-                      hmr.sign_verdict(d))
+                      "Sec. 3.4, Table 1", f"cloze accuracy at p = {p:g}, H-ACN − ResNet: {signed(d, 100)} points",
+                      sign_verdict(d))
     if len(h) >= 2:
         corr = seed_correlations(results)
         mean = float(corr.loc["without a_L", "mean Pearson (%)"])
@@ -854,7 +854,7 @@ def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult
         if vit:
             d = difference(contrasts, vit)
             table.add("Language connectivity is more block-structured than vision's", "Sec. 4, Fig. 1",
-                      f"block contrast, decoder − ViT: {hmr.signed(d, digits=3)}", hmr.sign_verdict(d))
+                      f"block contrast, decoder − ViT: {signed(d, digits=3)}", sign_verdict(d))
     left = [hmr.fraction_left(x, SET_BY) for x in h if "delta" in x.curves]
     if left:
         early = interval_verdict(left, SET_LEFT)  # True: more than SET_LEFT left, the claim does not hold
