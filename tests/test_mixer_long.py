@@ -120,7 +120,9 @@ def test_noise_table_has_every_level_and_no_missing_cells():
 
 
 def test_coverage_table_counts_planned_and_stored_seeds():
-    planned = [hm.make_config(rule, seed, num_classes=k, train_subset=None, epochs=30, record_every_steps=50)
+    # a stored run counts for the planned configuration with its hash (the same arguments as _run's)
+    planned = [hm.make_config(rule, seed, num_classes=k, alpha_mu=0.25 if rule == "hacn" else None,
+                              train_subset=None, epochs=30)
                for seed in (0, 1, 2) for k in (10, 2) for rule in ("resnet", "hacn")]
     stored = [_run("resnet", 0), _run("resnet", 2), _run("hacn", 1)]
     table = hmr.coverage_table(planned, stored).set_index(["architecture", "classes"])

@@ -55,6 +55,7 @@ from hacn_core.awnn.studies.text import PAPER_SEEDS, ffn_parameters, paper_confi
 from hacn_core.engine.results import RunResult
 from hacn_core.engine.stats import Estimate, difference, difference_from_summary
 from hacn_core.engine.tables import ClaimTable, mean_std
+from hacn_core.engine.tables import coverage_table as coverage
 from hacn_core.engine.training import steps_per_epoch
 
 #: the adaptive loss is comparable when the upper end of the 95% interval of (adaptive - fixed) is at most
@@ -114,22 +115,13 @@ def selected_fixed(results: Sequence[RunResult]) -> int | None:
 
 def coverage_table(planned: Sequence[Mapping[str, Any]], results: Sequence[RunResult]):
     """Per arm of ``planned`` (a profile's configurations): width per FFN, seeds planned and seeds stored."""
-    import pandas as pd
+    def cell(c: Mapping[str, Any]) -> dict[str, Any]:
+        arm = arm_of(c)
+        width = f"learned, from {quantile_width(c['rate_init'], c['k'])}" if arm[0] == "adaptive" else str(arm[1])
+        return {"FFNs": arm[0], "width per FFN": width}
 
-    stored: dict[Arm, list[int]] = {}
-    for r in results:
-        stored.setdefault(arm_of(r.config), []).append(r.seed)
-    seen: dict[Arm, list[Mapping[str, Any]]] = {}
-    for c in planned:
-        seen.setdefault(arm_of(c), []).append(c)
-    rows = []
-    for arm in sorted(seen, key=lambda a: (a[0] != "adaptive", a[1])):
-        c = seen[arm][0]
-        have = sorted(stored.get(arm, []))
-        width = (f"learned, from {quantile_width(c['rate_init'], c['k'])}" if arm[0] == "adaptive" else str(arm[1]))
-        rows.append({"FFNs": arm[0], "width per FFN": width, "seeds planned": len(seen[arm]),
-                     "seeds stored": len(have), "stored": ", ".join(map(str, have)) if have else "none yet"})
-    return pd.DataFrame(rows)
+    adaptive_first = sorted(planned, key=lambda c: (arm_of(c)[0] != "adaptive", arm_of(c)[1]))
+    return coverage(adaptive_first, results, cell=cell)
 
 
 # ----------------------------------------------------------------------------- Table 1 and the grid

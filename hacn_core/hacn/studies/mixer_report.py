@@ -18,7 +18,7 @@ import numpy as np
 import seaborn as sns
 import torch
 
-from hacn_core.engine import plots
+from hacn_core.engine import plots, tables
 from hacn_core.engine.registry import select
 from hacn_core.engine.results import RunResult
 from hacn_core.engine.stats import sign_verdict, signed
@@ -409,22 +409,7 @@ def coverage_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResul
                    describe: Callable[[dict[str, Any]], dict[str, Any]] = mixer_cell):
     """Which cells of a study are stored: per cell (the columns ``describe`` gives a configuration; the Mixer's
     by default), the seeds planned and the seeds stored (a study fills in over several background sessions)."""
-    import pandas as pd
-
-    def key(c: dict[str, Any]) -> tuple:
-        return tuple(describe(c).items())
-
-    stored = {}
-    for r in results:
-        stored.setdefault(key(r.config), []).append(r.seed)
-    rows, seen = [], {}
-    for c in planned:
-        seen.setdefault(key(c), []).append(c["seed"])
-    for k, seeds in seen.items():
-        have = sorted(stored.get(k, []))
-        rows.append({**dict(k), "seeds planned": len(seeds), "seeds stored": len(have),
-                     "stored": ", ".join(str(s) for s in have) if have else "none yet"})
-    return pd.DataFrame(rows)
+    return tables.coverage_table(planned, results, cell=describe)
 
 
 def split_budgets(results: Sequence[RunResult]) -> tuple[list[RunResult], list[RunResult]]:
