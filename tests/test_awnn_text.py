@@ -110,6 +110,12 @@ def test_denoising_pairs_hold_the_corrupted_line_and_the_original_line():
                                                                    data.train[0])
 
 
+def test_the_stated_line_counts_and_characters_are_the_corpus_own():
+    lines, tokenizer = tx.denoising_lines(tx.book_configs()[0])
+    assert {split: len(v) for split, v in lines.items()} == tx.BOOK_LINES
+    assert tokenizer.vocab_size == tx.SHAKESPEARE_CHARS
+
+
 def test_padding_is_masked_and_cut_per_batch():
     """Rows of different lengths in one padded batch give each row's own logits (masks work), and
     ``seq2seq_forward`` keeps exactly the real target tokens."""

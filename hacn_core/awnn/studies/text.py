@@ -182,6 +182,11 @@ class Specials:
 #: the denoising task: 0, 1, 2 are pad, start and end; character ``i`` of the tokenizer is id ``3 + i``
 CHAR_SPECIALS = Specials(pad=0, bos=1, eos=2)
 CHAR_OFFSET = 3
+#: Tiny Shakespeare's characters (the tokenizer's vocabulary) and the book task's clean lines per split, counted
+#: from the corpus (``denoising_lines`` at the book profile; tests/test_awnn_text.py recounts them), so that a
+#: chapter can state them where the corpus is not on disk (the book renders with an empty data root)
+SHAKESPEARE_CHARS = 65
+BOOK_LINES: dict[str, int] = {"train": 22_864, "val": 1_231, "test": 1_232}
 #: GPT-2's ``<|endoftext|>`` (``GPT2_EOT``, 50256) starts and ends sequences; one extra id pads (module docstring)
 GPT2_SPECIALS = Specials(pad=GPT2_EOT + 1, bos=GPT2_EOT, eos=GPT2_EOT)
 GPT2_VOCAB = GPT2_EOT + 2
@@ -593,8 +598,8 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
     for the adaptive arm Eq. 13 (divided by ``N`` tokens) and Algorithm 1's width update after the step."""
     from hacn_core.engine.dry_run import DryRunPlan
 
-    vocab, specials = (GPT2_VOCAB, GPT2_SPECIALS) if config["dataset"] == "Multi30k" else (CHAR_OFFSET + 65,
-                                                                                         CHAR_SPECIALS)
+    multi30k = config["dataset"] == "Multi30k"
+    vocab, specials = (GPT2_VOCAB, GPT2_SPECIALS) if multi30k else (CHAR_OFFSET + SHAKESPEARE_CHARS, CHAR_SPECIALS)
     length = DRY_RUN_LENGTH[config["dataset"]]
     n_train = config["train_subset"] or DRY_RUN_N_TRAIN[config["dataset"]]
     n_tokens = n_train * length

@@ -1,0 +1,28 @@
+"""The chapter notebooks as committed: valid nbformat 4.5 (every cell has an id), outputs only where nbval
+compares them, and every compared cell with its reference output (``tools/strip_outputs.py --execute``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_valid_and_keeps_only_reference_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)  # raises on a cell without an id (a hard error in future nbformat versions)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        checked = cell.source.lstrip().startswith(CHECK_MARK)
+        if checked:
+            assert cell.outputs, (f"{path.name} cell {i}: nbval compares this cell's output, but none is stored "
+                                  "(run python tools/strip_outputs.py --execute on the notebook)")
+        else:
+            assert not cell.outputs, f"{path.name} cell {i}: committed with outputs (python tools/strip_outputs.py)"
