@@ -54,3 +54,14 @@ def test_missing_cells_need_a_reason_and_show_it():
 def test_text_is_escaped():
     html = str(house_table(pd.DataFrame({"claim": ["a < b & c"]})).data)
     assert "a &lt; b &amp; c" in html
+
+
+def test_stored_summary_says_how_much_of_a_study_is_stored():
+    from types import SimpleNamespace
+
+    from hacn_core.engine.tables import stored_summary
+
+    assert stored_summary([], 9) == "none of the 9 runs of this profile is stored yet"
+    runs = [SimpleNamespace(seed=s, provenance={"device": "cpu"}) for s in (2, 0, 2)]
+    runs.append(SimpleNamespace(seed=1, provenance={}))
+    assert stored_summary(runs, 9) == "4 of 9 runs stored (seeds 0, 1, 2), trained on cpu; device not recorded"

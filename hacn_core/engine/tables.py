@@ -94,6 +94,15 @@ def coverage_table(planned: Sequence[Mapping[str, Any]], results: Sequence[Any],
     return pd.DataFrame(rows)
 
 
+def stored_summary(results: Sequence[Any], planned: int) -> str:
+    """One line on how much of a study is stored: how many of the ``planned`` runs, which seeds, which devices."""
+    if not results:
+        return f"none of the {planned} runs of this profile is stored yet"
+    seeds = ", ".join(str(s) for s in sorted({r.seed for r in results}))
+    devices = "; ".join(sorted({str(r.provenance.get("device", "device not recorded")) for r in results}))
+    return f"{len(results)} of {planned} runs stored (seeds {seeds}), trained on {devices}"
+
+
 MISSING = "–"
 #: the house style of every table: wraps at the text width, numbers right-aligned, no index
 TABLE_CSS = (
