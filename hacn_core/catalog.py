@@ -21,7 +21,7 @@ from hacn_core.beyond import width_connectivity
 from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult
 from hacn_core.gates.studies import cifar, gradients, keras_defaults, mnist
-from hacn_core.hacn.studies import decoder, mixer, vit
+from hacn_core.hacn.studies import decoder, decoder_ablations, mixer, vit
 
 #: experiment id -> experiment, in the order of the book's parts
 EXPERIMENTS: dict[str, Experiment] = by_id(
@@ -31,6 +31,7 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     mixer.COST,  # hacn-mixer-cost: time and memory per step of each rule
     vit.EXPERIMENT,  # hacn-vit: ViT rules, Fig. 3a-c, layer-wise accuracy, Gamma / Delta_t
     decoder.EXPERIMENT,  # hacn-decoder: GPT-2 decoder rules, Fig. 4 layer-wise perplexity, Table 1's noisy cloze
+    decoder_ablations.EXPERIMENT,  # hacn-decoder-ablations: the decoder's init and DepthLN ablations, Tables 6-7
     # AWNN (hacn_core/awnn/studies/)
     tabular.EXPERIMENT,  # awnn-tabular-fixed: Table 1's fixed MLPs and Table 3's grid
     adaptive.EXPERIMENT,  # awnn-tabular-adaptive: Table 1's AWNN rows, Figs. 3 and 8

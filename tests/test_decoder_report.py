@@ -13,6 +13,7 @@ from hacn_core.engine.results import RunResult, config_hash
 from hacn_core.engine.tables import house_table
 from hacn_core.hacn.connectivity import connectivity_matrix, hacn_connectivity
 from hacn_core.hacn.studies import decoder as hd
+from hacn_core.hacn.studies import decoder_ablations as hda
 from hacn_core.hacn.studies import mixer_report as hmr
 from hacn_core.hacn.studies import transformer_report as tr
 from hacn_core.hacn.studies.common import residual_weight_summary
@@ -181,24 +182,48 @@ def test_tables_put_the_paper_beside_ours():
     assert corr.loc["all L weights", "paper (GPT-2/OWT-2, %)"] == 95.0 and corr["mean Pearson (%)"].min() > 99
 
 
-def test_ablation_rows_fill_in_when_their_cells_are_stored():
+def ablation_run(slug: str, depth_ln: str, seed: int, ppl: float) -> RunResult:
+    """One stored hacn-decoder-ablations run of Table 6's init ``slug`` (``depth_ln`` "auto" or "none")."""
+    config = hda.make_config(slug, depth_ln, seed)
+    return RunResult(experiment=hda.EXPERIMENT_ID, config=config, config_hash=config_hash(config), seed=seed,
+                     metrics={"val_perplexity": ppl}, provenance={})
+
+
+def test_ablation_table_reads_the_main_row_from_the_study_and_the_others_from_the_ablations():
     runs = study()
-    table = tr.ablation_table(runs)
+    ablations = [ablation_run(slug, ln, 0, 6.0 + i) for i, (slug, ln) in enumerate(hda.ROWS)]
+    ablations += [ablation_run(slug, ln, 1, 6.2 + i) for i, (slug, ln) in enumerate(hda.BOOK_SECOND_SEED)]
+    table = tr.ablation_table(runs, ablations)
     ours = dict(zip(zip(table["initialisation of a"], table["DepthLN"]), table["ours perplexity"]))
-    assert ours[("N(0.25, 0.005)", "yes")] == "5.02 (0.01), n=3"  # the study's own H-ACN cell is Table 6's row
-    assert ours[("N(0.25, 0.01)", "no")] == "not run here"
-    waiting = tr.ablation_table([r for r in runs if r.config["rule"] != "hacn"])  # the grid's cell, none stored
-    assert waiting.loc[3, "ours perplexity"] == "not stored yet" and waiting.loc[0, "ours perplexity"] == "not run here"
+    assert ours[("N(0.25, 0.005)", "yes")] == "5.02 (0.01), n=3"  # hacn-decoder's own H-ACN cell is Table 6's row
+    assert ours[("half layers: N(0.4, 0.005) / N(0.15, 0.005)", "yes")] == "9.00, n=1"  # ROWS[3]
+    assert ours[("exp. decay: N(0.25, 0.005) → N(0.1, 0.005)", "yes")] == "10.00, n=1"  # not the N(0.25, 0.005) row
+    assert ours[("N(0.15, 0.01)", "yes")] == "6.10 (0.14), n=2"  # seeds 0 and 1: 6.0 and 6.2
+    # ROWS[6] at seed 0 (6.0 + 6) and BOOK_SECOND_SEED[3] at seed 1 (6.2 + 3): mean 10.6, std 2.8 / sqrt(2)
+    assert ours[("N(0.25, 0.01)", "no")] == "10.60 (1.98), n=2"
+    assert list(table["experiment"]) == [hda.EXPERIMENT_ID] * 3 + [hd.EXPERIMENT_ID] + [hda.EXPERIMENT_ID] * 4
     assert table.loc[table["DepthLN"] == "no", "paper"].tolist() == ["Table 7", "Table 7"]
-    assert table.loc[1, "paper perplexity"] == "19.25 ± 0.03"
-    extra = decoder_run("hacn", 0, ppl=6.0, alpha_sigma=0.01, depth_ln="none", alphas=modular(0))
-    table = tr.ablation_table(runs + [extra])
-    assert table.loc[(table["initialisation of a"] == "N(0.25, 0.01)") & (table["DepthLN"] == "no"),
-                     "ours perplexity"].item() == "6.00, n=1"
-    lines = tr.ablation_cost_lines()
-    hours = 7 * 3 * hd.BOOK_STEPS * hd.BOOK_STEP_MS["hacn"] / 3600e3  # 7 rows without a cell, three seeds each
-    assert lines[0].startswith("7 of the 8 ablation rows") and f"21 more runs" in lines[0]
-    assert f"{hours:.1f} CPU-hours" in lines[0] and "half layers" in lines[1] and "exp. decay" in lines[1]
+    assert table.loc[1, "paper perplexity"] == "19.25 ± 0.03" and table.loc[5, "paper perplexity"] == "20.05 ± 0.04"
+    # the main study alone: its row filled, every other row waits for the ablation experiment
+    alone = tr.ablation_table(runs)
+    assert (alone["ours perplexity"] == "not stored yet").sum() == 7
+    assert alone.loc[3, "ours perplexity"] == "5.02 (0.01), n=3"
+    # an exp-decay run (alpha_mu 0.25, alpha_sigma 0.005) is never the main comparison's H-ACN
+    assert tr.main_runs(runs + ablations)["hacn"] == tr.main_runs(runs)["hacn"]
+    # every row has a cell in one grid at every profile: nothing is "not run here"
+    for profile in ("smoke", "book", "paper"):
+        frame = tr.ablation_table([], profile=profile)
+        assert set(frame["ours perplexity"]) == {"not stored yet"} and "-" not in set(frame["experiment"])
+    assert all(where is not None for *_, where in tr.ABLATIONS)
+    cover = tr.coverage_table(hda.EXPERIMENT.runs("book"), ablations)
+    assert "exp. decay: N(0.25, 0.005) → N(0.1, 0.005)" in set(cover["init of a"])
+
+
+def test_ablation_budget_line_is_the_studys_measured_cost():
+    (line,) = tr.ablation_budget_lines()
+    minutes = hd.BOOK_STEPS * hd.BOOK_STEP_MS["hacn"] / 60e3 + hd.BOOK_EVAL_MINUTES
+    assert f"11 runs of about {minutes:.1f} CPU-minutes" in line and f"about {11 * minutes / 60:.1f} CPU-hours" in line
+    assert f"two seeds of every row (14 runs) would be {14 * minutes / 60:.1f}" in line
 
 
 def test_connectivity_during_training_reads_the_history():
@@ -220,6 +245,7 @@ def test_connectivity_during_training_reads_the_history():
 
 def test_zero_stored_runs_render_every_table_and_no_claim():
     assert tr.decoder_claims([]).empty and tr.seed_correlations([]).empty
-    for frame in (tr.perplexity_table([]), tr.final_ratio_table([]), tr.cloze_table([]), tr.ablation_table([]),
-                  tr.coverage_table(hd.EXPERIMENT.runs("book"), []), tr.cost_table(hd, [])):
+    for frame in (tr.perplexity_table([]), tr.final_ratio_table([]), tr.cloze_table([]), tr.ablation_table([], []),
+                  tr.coverage_table(hd.EXPERIMENT.runs("book"), []), tr.cost_table(hd, []),
+                  tr.coverage_table(hda.EXPERIMENT.runs("book"), [])):
         assert "nan" not in str(house_table(frame, missing_note="not stored yet").data).lower()

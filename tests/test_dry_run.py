@@ -45,9 +45,11 @@ NO_MODEL = {"exact-checks", "awnn-step-cost", "awnn-step-cells", "awnn-step-cell
 # by a few scalars on the same adaptive Mixer (CIFAR-10 and CIFAR-2) and stack: H-ACN's three groups stand for all.
 # AWNN's Multi30k Transformer (103M parameters, most of them GPT-2-sized embeddings and output layer) is
 # dry-run for its adaptive arm only: the fixed widths build the same network but for the FFNs, and stepping
-# all six groups takes about 30 s on one CPU thread.
+# all six groups takes about 30 s on one CPU thread. The decoder's ablations (App. D) are hacn-decoder's H-ACN with
+# another init of the same scalars, in two groups (with and without DepthLN's one scalar per layer): the group
+# without DepthLN stands for both.
 THINNED = {"hacn-decoder": {"rule": "hacn"}, "hacn-vit": {"rule": "hacn"}, "width-connectivity": {"rule": "hacn"},
-           "awnn-text": {"ffn": "adaptive"}}
+           "awnn-text": {"ffn": "adaptive"}, "hacn-decoder-ablations": {"depth_ln": "none"}}
 
 
 @pytest.fixture(scope="module")

@@ -171,10 +171,11 @@ from hacn_core.engine.registry import Experiment, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.stats import round_significant
 from hacn_core.engine.training import TrainConfig, fit
-from hacn_core.hacn.connectivity import AlphaInit, evaluate_layerwise, total_connectivity_strength
+from hacn_core.hacn.connectivity import evaluate_layerwise, total_connectivity_strength
 from hacn_core.hacn.studies import mixer as hm
 from hacn_core.hacn.studies.common import (
     alpha_history,
+    alpha_init_of,
     check_choices,
     check_counts,
     check_residual_init,
@@ -352,10 +353,6 @@ def adaptive_layer(config: dict[str, Any]) -> MlpLayer:
     return mlp_layer("adaptive", k=config["awnn_k"], activation=config["awnn_activation"])
 
 
-def _alpha_init(config: dict[str, Any]) -> AlphaInit | None:
-    return None if config["alpha_mu"] is None else AlphaInit(mu=config["alpha_mu"], sigma=config["alpha_sigma"])
-
-
 def build_model(config: dict[str, Any], input_shape: Sequence[int], *, mlp: str | MlpLayer | None = None) -> nn.Module:
     """The model of ``config`` for inputs of ``input_shape`` (one example: ``(C, H, W)`` or ``(features,)``).
 
@@ -371,7 +368,7 @@ def build_model(config: dict[str, Any], input_shape: Sequence[int], *, mlp: str 
     else:
         stack = StackConfig(in_features=int(input_shape[0]), num_classes=config["num_classes"],
                             hidden_dim=config["hidden_dim"], num_layers=config["num_layers"],
-                            mlp_dim=config["channel_mlp_dim"], rule=config["rule"], alpha_init=_alpha_init(config),
+                            mlp_dim=config["channel_mlp_dim"], rule=config["rule"], alpha_init=alpha_init_of(config),
                             depth_ln=config["depth_ln"], mlp=mlp)
         model = ResidualMLPStack(stack, generator=torch.Generator().manual_seed(config["seed"]))
     return model if config["learn_width"] else freeze_width_learning(model)

@@ -19,6 +19,7 @@ and measures it with the same tools:
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +32,7 @@ from torch import Tensor, nn
 
 from hacn_core.engine.checkpoint import save_checkpoint
 from hacn_core.engine.results import RunContext
-from hacn_core.hacn.connectivity import convergence_distance, total_connectivity_strength
+from hacn_core.hacn.connectivity import AlphaInit, convergence_distance, total_connectivity_strength
 
 KEEP_MODELS_ENV = "HACN_KEEP_MODELS"  # a folder: keep each trained model's weights there
 #: standard deviations of the zero-mean Gaussian input noise of the robustness test (Fig. 3c's 0.1 and 0.3 and
@@ -56,14 +57,44 @@ ADAMW_COSINE: dict[str, Any] = {"optimizer": "adamw", "lr": 1e-3, "schedule": "c
 TRAINER_CHOICES: dict[str, tuple[str, ...]] = {"optimizer": ("adamw",), "schedule": ("cosine",)}
 
 
-def residual_fields(rule: str, alpha_mu: float | None, default_mu: Mapping[str, float]) -> dict[str, Any]:
+#: App. D's depth-dependent initialisations of the residual weights (Table 6), by the name a configuration's
+#: ``alpha_init`` gives them. Both have one mean for the first layer (``alpha_mu``) and one for the last
+#: (``alpha_mu_end``), the same noise ``alpha_sigma`` everywhere:
+#: ``half_layers``: ``N(alpha_mu, sigma)`` for the first ``ceil(L/2)`` layers, ``N(alpha_mu_end, sigma)`` for the rest
+#: (Table 6: 0.4 / 0.15); ``exp_decay``: mean ``alpha_mu (alpha_mu_end / alpha_mu)^((l-1)/(L-1))`` at layer ``l``,
+#: falling exponentially from 0.25 to 0.1 in Table 6. The default, ``a_i ~ N(alpha_mu, alpha_sigma)`` (Sec. 3.1),
+#: is named by leaving ``alpha_init`` out, so every configuration written before these existed keeps its hash.
+DEPTH_INITS: tuple[str, ...] = ("half_layers", "exp_decay")
+
+
+def residual_fields(rule: str, alpha_mu: float | None, default_mu: Mapping[str, float], *,
+                    alpha_init: str = "normal", alpha_mu_end: float | None = None) -> dict[str, Any]:
     """The configuration entries of a run's residual rule: ``rule``, ``alpha_mu`` / ``alpha_sigma`` of
     ``a_i ~ N(mu, 0.005)`` (Sec. 3.1) for the rules with weights (the keys of ``default_mu``, which gives
     each one's mean when ``alpha_mu`` is None), None for the others, and ``depth_ln="auto"`` (Eq. 7's
-    Depth-adaptive LayerNorm in the ACN family)."""
+    Depth-adaptive LayerNorm in the ACN family). ``alpha_init`` one of :data:`DEPTH_INITS` adds the entries
+    ``alpha_init`` and ``alpha_mu_end`` (the last layer's mean); ``"normal"`` adds nothing."""
     weighted = rule in default_mu
     mu = (default_mu[rule] if alpha_mu is None else alpha_mu) if weighted else None
-    return {"rule": rule, "alpha_mu": mu, "alpha_sigma": 0.005 if weighted else None, "depth_ln": "auto"}
+    fields = {"rule": rule, "alpha_mu": mu, "alpha_sigma": 0.005 if weighted else None, "depth_ln": "auto"}
+    if alpha_init != "normal" or alpha_mu_end is not None:  # the default stays unnamed (hash unchanged)
+        fields |= {"alpha_init": alpha_init, "alpha_mu_end": alpha_mu_end}
+    return fields
+
+
+def alpha_init_of(config: Mapping[str, Any]) -> AlphaInit | None:
+    """The :class:`~hacn_core.hacn.connectivity.AlphaInit` of a configuration checked by
+    :func:`check_residual_init` (None for a rule without residual weights): ``N(alpha_mu, alpha_sigma)``, or the
+    ``alpha_init`` of :data:`DEPTH_INITS` from ``alpha_mu`` to ``alpha_mu_end``."""
+    mu, sigma = config["alpha_mu"], config["alpha_sigma"]
+    if mu is None:
+        return None
+    scheme, end = config.get("alpha_init", "normal"), config.get("alpha_mu_end")
+    if scheme == "half_layers":
+        return AlphaInit(strategy="half_layers", sigma=sigma, first_mu=mu, second_mu=end)
+    if scheme == "exp_decay":
+        return AlphaInit(strategy="exp_decay", sigma=sigma, start_mu=mu, end_mu=end)
+    return AlphaInit(mu=mu, sigma=sigma)
 
 
 def classifier_metrics(out: Any, layerwise: Sequence[float]) -> dict[str, float]:
@@ -97,11 +128,37 @@ def check_counts(config: Mapping[str, Any], positive: Sequence[str], optional: S
             raise ValueError(f"{name}={v!r} must be " + ("None or " if name in optional else "") + "a positive integer")
 
 
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def check_residual_init(config: Mapping[str, Any], weighted_rules: Sequence[str]) -> None:
-    """``alpha_mu`` (the mean of ``a_i ~ N(mu, alpha_sigma)``) is a number exactly for the rules with weights."""
+    """``alpha_mu`` (the mean of ``a_i ~ N(mu, alpha_sigma)``) is a number exactly for the rules with weights,
+    ``alpha_sigma`` a standard deviation; an ``alpha_init`` entry names one of :data:`DEPTH_INITS` and comes with
+    ``alpha_mu_end``, the last layer's mean (``exp_decay``: both means > 0)."""
     if (config["alpha_mu"] is None) != (config["rule"] not in weighted_rules):
         raise ValueError(f"alpha_mu={config['alpha_mu']!r}: the rules {', '.join(weighted_rules)} need a number, "
                          f"the others None (rule={config['rule']!r})")
+    weighted = config["alpha_mu"] is not None
+    if weighted and not _finite(config["alpha_mu"]):
+        raise ValueError(f"alpha_mu={config['alpha_mu']!r} must be a finite number")
+    sigma = config["alpha_sigma"]
+    if weighted and not (_finite(sigma) and sigma >= 0):
+        raise ValueError(f"alpha_sigma={sigma!r} must be a finite number >= 0 (the standard deviation of a_i)")
+    if "alpha_init" in config or "alpha_mu_end" in config:
+        scheme, end = config.get("alpha_init"), config.get("alpha_mu_end")
+        if scheme not in DEPTH_INITS:
+            raise ValueError(f"alpha_init={scheme!r} is not supported; allowed: {', '.join(DEPTH_INITS)} (leave "
+                             "alpha_init and alpha_mu_end out for the default a_i ~ N(alpha_mu, alpha_sigma))")
+        if not weighted:
+            raise ValueError(f"alpha_init={scheme!r} needs a rule with residual weights ({', '.join(weighted_rules)}), "
+                             f"got rule={config['rule']!r}")
+        if not _finite(end):
+            raise ValueError(f"alpha_mu_end={end!r} must be a finite number: the mean of the last layer's a_i "
+                             f"(alpha_init={scheme!r})")
+        if scheme == "exp_decay" and (config["alpha_mu"] <= 0 or end <= 0):
+            raise ValueError(f"alpha_mu={config['alpha_mu']!r} and alpha_mu_end={end!r} must be > 0 for "
+                             "alpha_init='exp_decay' (an exponential decay between two means)")
     if not 0.0 <= config["warmup_fraction"] < 1.0:
         raise ValueError(f"warmup_fraction={config['warmup_fraction']!r} must be in [0, 1)")
 

@@ -107,7 +107,6 @@ from hacn_core.engine.data import DatasetMissingError, data_root
 from hacn_core.engine.registry import Experiment, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import Callback, TrainConfig, TrainState, fit
-from hacn_core.hacn.connectivity import AlphaInit
 from hacn_core.hacn.studies import common as measure
 from hacn_core.hacn.text import (
     CharTokenizer,
@@ -141,6 +140,9 @@ BOOK_STEPS = 2500
 #: benchmarks/bench_transformer_studies.py (module docstring; two other trainings shared the 2-core
 #: machine): what the book budget was sized from
 BOOK_STEP_MS: dict[str, float] = {"resnet": 479.0, "acn": 480.0, "hacn": 493.0}
+#: CPU-minutes a book run spends outside the optimizer steps (periodic losses, layer-wise perplexity, cloze),
+#: as the module docstring estimates it ("about a minute")
+BOOK_EVAL_MINUTES = 1.0
 OWT2_FOLDER = "openwebtext2"  # under the data root: train.bin, val.bin (GPT-2 BPE ids, uint16)
 #: the paper profile's zero-shot evaluation (Fig. 4c, Table 1); the other profiles have no such keys
 _PAPER_ZEROSHOT = dict(zeroshot_benchmarks=list(BENCHMARKS), zeroshot_noise=list(PAPER_NOISE),
@@ -158,9 +160,12 @@ _SMOKE_MODEL = dict(vocab_size=65, block_size=96, dim=16, num_layers=2, num_head
 
 
 def make_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float | None = None,
-                **overrides: Any) -> dict[str, Any]:
+                alpha_init: str = "normal", alpha_mu_end: float | None = None, **overrides: Any) -> dict[str, Any]:
     """One run at ``profile``'s scale (module docstring). ``alpha_mu``: the mean of ``a_i ~ N(mu, 0.005)``
-    for the weighted rules (default 0.25 for ``hacn``, 1.0 for ``hacn_code_gpt``); ``None`` for the others."""
+    for the weighted rules (default 0.25 for ``hacn``, 1.0 for ``hacn_code_gpt``); ``None`` for the others.
+    ``alpha_init`` ``"half_layers"`` or ``"exp_decay"``: App. D's depth-dependent init from ``alpha_mu`` at the
+    first layer to ``alpha_mu_end`` at the last (:data:`~hacn_core.hacn.studies.common.DEPTH_INITS`); the
+    default ``"normal"`` adds no entry, so the configuration hashes as before these existed."""
     if profile == "paper":
         model = _PAPER_MODEL
         run = dict(dataset="openwebtext2", steps=240_000, batch_size=128, accumulate=4, record_every_steps=1000,
@@ -176,7 +181,7 @@ def make_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float 
     else:
         raise ValueError(f"profile={profile!r} is not a profile; allowed: smoke, book, paper")
     config: dict[str, Any] = {
-        **measure.residual_fields(rule, alpha_mu, DEFAULT_MU),
+        **measure.residual_fields(rule, alpha_mu, DEFAULT_MU, alpha_init=alpha_init, alpha_mu_end=alpha_mu_end),
         **model,
         **run,
         "cloze_choices": 4,
@@ -325,9 +330,7 @@ def load_corpus(config: Mapping[str, Any], root: str | Path | None = None) -> di
 
 def build_model(config: Mapping[str, Any]) -> GPTDecoder:
     """The decoder of ``config``: its rule, residual-weight init and Depth-adaptive LayerNorm (ACN family)."""
-    alpha_init = None
-    if config["alpha_mu"] is not None:
-        alpha_init = AlphaInit(mu=config["alpha_mu"], sigma=config["alpha_sigma"])
+    alpha_init = measure.alpha_init_of(config)
     dec = DecoderConfig(vocab_size=config["vocab_size"], max_seq_len=config["block_size"], dim=config["dim"],
                         num_layers=config["num_layers"], num_heads=config["num_heads"], mlp_dim=config["mlp_dim"],
                         dropout=config["dropout"], rule=config["rule"], alpha_init=alpha_init,

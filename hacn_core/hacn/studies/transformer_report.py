@@ -1,7 +1,8 @@
 """What the H-ACN transformer chapters show of the ViT and decoder studies (H-ACN Secs. 3.3, 3.4 and 4).
 
-The studies (:mod:`hacn_core.hacn.studies.vit`, experiment ``hacn-vit``, and
-:mod:`hacn_core.hacn.studies.decoder`, experiment ``hacn-decoder``) train and measure the
+The studies (:mod:`hacn_core.hacn.studies.vit`, experiment ``hacn-vit``;
+:mod:`hacn_core.hacn.studies.decoder`, experiment ``hacn-decoder``, and its App. D ablations
+:mod:`hacn_core.hacn.studies.decoder_ablations`, ``hacn-decoder-ablations``) train and measure the
 runs; this module reads them, beside the paper's numbers (from :mod:`hacn_core.hacn.paper_items`):
 
 * both chapters: which cells are stored, the book budget from the studies' measured step
@@ -49,6 +50,7 @@ from hacn_core.engine.tables import ClaimTable
 from hacn_core.hacn.connectivity import connectivity_heatmap, hacn_connectivity, resolve_depth_ln
 from hacn_core.hacn.paper_items import item
 from hacn_core.hacn.studies import decoder as hd
+from hacn_core.hacn.studies import decoder_ablations as hda
 from hacn_core.hacn.studies import mixer_report as hmr
 from hacn_core.hacn.studies import vit as hv
 from hacn_core.hacn.studies.common import NOISE_STDS
@@ -83,19 +85,35 @@ PEARSON_GPT = "hacn/sec4/alpha-correlation-gpt2-owt2"
 
 
 def main_runs(results: Sequence[RunResult]) -> dict[str, list[RunResult]]:
-    """The three rules of the main comparison (``MAIN_CELL``), each in seed order (empty when none stored)."""
-    return {rule: hmr.cell_runs(results, arch=None, **where) for rule, where in MAIN_CELL.items()}
+    """The three rules of the main comparison (``MAIN_CELL``), each in seed order (empty when none stored; a
+    depth-dependent init of App. D, ``alpha_init``, is never the main cell)."""
+    return {rule: [r for r in hmr.cell_runs(results, arch=None, **where) if "alpha_init" not in r.config]
+            for rule, where in MAIN_CELL.items()}
+
+
+def init_label(config: Mapping[str, Any]) -> str:
+    """How Table 6 names the initialisation of ``a`` in ``config`` ("" for a rule without residual weights):
+    ``N(mu, sigma)``, ``half layers: N(mu, sigma) / N(mu_end, sigma)`` or ``exp. decay: N(mu, sigma) → N(mu_end,
+    sigma)`` (:data:`hacn_core.hacn.studies.common.DEPTH_INITS`)."""
+    mu, sigma = config["alpha_mu"], config.get("alpha_sigma")
+    if mu is None:
+        return ""
+    first = f"N({mu:g}, {sigma:g})"
+    scheme = config.get("alpha_init")
+    if scheme is None:
+        return first
+    last = f"N({config['alpha_mu_end']:g}, {sigma:g})"
+    return f"half layers: {first} / {last}" if scheme == "half_layers" else f"exp. decay: {first} → {last}"
 
 
 def transformer_cell(config: Mapping[str, Any]) -> dict[str, Any]:
     """The columns that name a cell of the transformer studies: architecture, init, DepthLN and budget."""
-    mu = config["alpha_mu"]
     if "epochs" in config:
         budget = f"{config['epochs']} epoch" + ("s" if config["epochs"] != 1 else "")
     else:
         budget = f"{config['steps']:,} steps"
     return {"architecture": hmr.label(dict(config)),
-            "init of a": "" if mu is None else f"N({mu:g}, {config['alpha_sigma']:g})",
+            "init of a": init_label(config),
             "DepthLN": "yes" if resolve_depth_ln(config["depth_ln"], config["rule"]) != "none" else "no",
             "budget": budget}
 
@@ -722,76 +740,69 @@ def plot_cloze(results: Sequence[RunResult]):
     return fig
 
 
-#: App. D's ablation rows: (initialisation, DepthLN "paper" (Eq. 7) or "none", paper item, the study's configuration
-#: entries of the cell, or None where the study's configuration cannot express the initialisation)
-ABLATIONS: tuple[tuple[str, str, str, dict[str, Any] | None], ...] = (
-    ("N(0.15, 0.01)", "paper", "hacn/table6/init-n0.15-0.01", {"alpha_mu": 0.15, "alpha_sigma": 0.01}),
-    ("N(0.25, 0.01)", "paper", "hacn/table6/init-n0.25-0.01", {"alpha_mu": 0.25, "alpha_sigma": 0.01}),
-    ("N(0.15, 0.005)", "paper", "hacn/table6/init-n0.15-0.005", {"alpha_mu": 0.15, "alpha_sigma": 0.005}),
-    ("N(0.25, 0.005)", "paper", "hacn/table6/init-n0.25-0.005", {"alpha_mu": 0.25, "alpha_sigma": 0.005}),
-    ("half layers: N(0.4, 0.005) / N(0.15, 0.005)", "paper", "hacn/table6/init-half-layers", None),
-    ("exp. decay: N(0.25, 0.005) → N(0.1, 0.005)", "paper", "hacn/table6/init-exp-decay", None),
-    ("N(0.15, 0.01)", "none", "hacn/table7/init-n0.15-0.01-no-depthln", {"alpha_mu": 0.15, "alpha_sigma": 0.01}),
-    ("N(0.25, 0.01)", "none", "hacn/table7/init-n0.25-0.01-no-depthln", {"alpha_mu": 0.25, "alpha_sigma": 0.01}),
+#: App. D's ablation rows: (initialisation, DepthLN "paper" (Eq. 7) or "none", paper item, the decoder
+#: configuration entries of the cell: :data:`hacn_core.hacn.studies.decoder_ablations.INITS`). Table 6's
+#: N(0.25, 0.005) row with DepthLN is hacn-decoder's H-ACN; every other row is a cell of hacn-decoder-ablations.
+ABLATIONS: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
+    tuple((init_label(where), "paper", f"hacn/table6/init-{slug}", where) for slug, where in hda.INITS.items())
+    + tuple((init_label(hda.INITS[slug]), "none", f"hacn/table7/init-{slug}-no-depthln", hda.INITS[slug])
+            for slug in hda.TABLE7_INITS)
 )
 
 
-def _ablation_runs(results: Sequence[RunResult], where: dict[str, Any] | None, depth_ln: str) -> list[RunResult]:
-    if where is None:
-        return []
-    ln = "auto" if depth_ln == "paper" else depth_ln  # the study's "auto" is Eq. 7's DepthLN for H-ACN
-    return hmr.cell_runs(results, arch=None, rule="hacn", depth_ln=ln, **where)
+def _ablation_runs(results: Sequence[RunResult], where: Mapping[str, Any], depth_ln: str) -> list[RunResult]:
+    """The H-ACN runs of an ablation cell, in seed order: ``where``'s init entries (a run with a depth-dependent
+    ``alpha_init`` only in the cell that names it) and DepthLN."""
+    ln = "auto" if depth_ln == "paper" else depth_ln  # the studies' "auto" is Eq. 7's DepthLN for H-ACN
+    return [r for r in hmr.cell_runs(results, arch=None, rule="hacn", depth_ln=ln, **where)
+            if r.config.get("alpha_init") == where.get("alpha_init")]
 
 
-def _planned(config: dict[str, Any]) -> RunResult:
-    """A planned configuration as a run without measurements, so the run selectors can ask whether the grid has
+def _planned(experiment_id: str, config: dict[str, Any]) -> RunResult:
+    """A planned configuration as a run without measurements, so the run selectors can ask whether a grid has
     a cell."""
-    return RunResult(experiment=hd.EXPERIMENT_ID, config=config, config_hash="", seed=config["seed"], metrics={})
+    return RunResult(experiment=experiment_id, config=config, config_hash="", seed=config["seed"], metrics={})
 
 
-def ablation_table(results: Sequence[RunResult], profile: str = "book"):
+def ablation_table(results: Sequence[RunResult], ablation_results: Sequence[RunResult] = (), *,
+                   profile: str = "book"):
     """Tables 6-7: the paper's validation perplexity (PG-19, 6B tokens) of each initialisation with and without
-    DepthLN, beside ours where runs of the cell are stored; else "not stored yet" for a cell of the study's grid
-    at ``profile`` and "not run here" for the others."""
+    DepthLN, beside ours: ``results`` are hacn-decoder's runs (Table 6's N(0.25, 0.005) row), ``ablation_results``
+    hacn-decoder-ablations' (the other rows). Per row: the experiment whose grid at ``profile`` has the cell, and
+    ours where runs of the cell are stored, else "not stored yet" ("not run here" for a cell of neither grid)."""
     import pandas as pd
 
-    planned = [_planned(c) for c in hd.EXPERIMENT.runs(profile)]
+    grids = [(e.id, [_planned(e.id, c) for c in e.runs(profile)]) for e in (hd.EXPERIMENT, hda.EXPERIMENT)]
+    stored = [*results, *ablation_results]
     rows = []
     for init, depth_ln, item_id, where in ABLATIONS:
         it = item(item_id)
-        runs = _ablation_runs(results, where, depth_ln)
-        missing = "not stored yet" if _ablation_runs(planned, where, depth_ln) else "not run here"
+        runs = _ablation_runs(stored, where, depth_ln)
+        owner = [eid for eid, planned in grids if _ablation_runs(planned, where, depth_ln)]
         rows.append({"initialisation of a": init, "DepthLN": "yes" if depth_ln == "paper" else "no",
                      "paper": it.item,
                      "paper perplexity": f"{it.paper_value:.2f} ± {it.paper_std:.2f}",
+                     "experiment": ", ".join(owner) or "-",
                      "ours perplexity": hmr.seed_cell(_values(runs, "val_perplexity"), digits=2) if runs
-                     else missing})
+                     else "not stored yet" if owner else "not run here"})
     return pd.DataFrame(rows)
 
 
-def ablation_cost_lines(profile: str = "book") -> list[str]:
-    """Why Tables 6-7 are not run here: the rows that have no cell in the study's grid at ``profile``, the runs
-    they would add (one per seed of the study) and their training time at the decoder's measured step cost
-    (book size), beside the whole main comparison's."""
-    planned = hd.EXPERIMENT.runs(profile)
-    missing = [(init, ln, where) for init, ln, _, where in ABLATIONS
-               if not _ablation_runs([_planned(c) for c in planned], where, ln)]
-    if not missing:
-        return []
-    config = hd.make_config("hacn", 0, profile="book")
-    runs = len(hd.SEEDS) * len(missing)
-    hours = runs * config["steps"] * hd.BOOK_STEP_MS["hacn"] / 3600e3
-    study = sum(config["steps"] * hd.BOOK_STEP_MS[c["rule"]] for c in hd.EXPERIMENT.runs("book")) / 3600e3
-    inexpressible = [init for init, _, where in missing if where is None]
-    lines = [f"{len(missing)} of the {len(ABLATIONS)} ablation rows have no cell in the study's grid; at "
-             f"{len(hd.SEEDS)} seeds they are {runs} more runs of {config['steps']:,} steps, about {hours:.1f} "
-             f"CPU-hours of training at the measured {hd.BOOK_STEP_MS['hacn']:.0f} ms per H-ACN step, against "
-             f"{study:.1f} CPU-hours for the whole main comparison"]
-    if inexpressible:
-        lines.append(f"{len(inexpressible)} of them ({'; '.join(inexpressible)}) also need a depth-dependent "
-                     "initialisation that the study's configuration (alpha_mu, alpha_sigma) does not express; "
-                     "the library's AlphaInit has both strategies")
-    return lines
+def ablation_budget_lines() -> list[str]:
+    """Why the ablation has the seeds it has: its book runs, their CPU-hours at the decoder's measured step cost
+    (:func:`hacn_core.hacn.studies.decoder_ablations.book_cpu_hours`), two seeds of every row, and the main
+    comparison's, all at the book size."""
+    runs = len(hda.book_configs())
+    every_row = 2 * len(hda.ROWS)
+    main = hd.EXPERIMENT.runs("book")
+    main_hours = sum(c["steps"] * hd.BOOK_STEP_MS[c["rule"]] / 60e3 + hd.BOOK_EVAL_MINUTES for c in main) / 60
+    return [f"{hda.EXPERIMENT_ID} trains the {len(hda.ROWS)} rows that are not hacn-decoder's H-ACN: seed 0 of "
+            f"every row and seed 1 of Table 7's {len(hda.BOOK_SECOND_SEED)} cells (two seeds are the fewest that "
+            f"give its with-minus-without difference a spread), {runs} runs of about {hda.run_cpu_minutes():.1f} "
+            f"CPU-minutes at the measured {hd.BOOK_STEP_MS['hacn']:.0f} ms per H-ACN step: about "
+            f"{hda.book_cpu_hours():.1f} CPU-hours, within its budget of {hda.BUDGET_CPU_HOURS:g}; two seeds of "
+            f"every row ({every_row} runs) would be {hda.book_cpu_hours(every_row):.1f}, and the main comparison's "
+            f"{len(main)} runs are {main_hours:.1f}"]
 
 
 def seed_correlations(results: Sequence[RunResult]):
@@ -887,11 +898,11 @@ def findings_markdown(claims, stored: int, planned: int) -> str:
 
 
 __all__ = [
-    "BLOCK_HOLDS", "BlockSplit", "MAX_BLOCKS", "MIN_BLOCK", "ablation_cost_lines", "ablation_table", "block_contrast",
-    "block_contrast_curves", "block_split", "block_table", "best_accuracy_table", "budget_lines", "cloze_table",
-    "cost_table", "coverage_table", "decoder_claims", "exits_table", "final_ratio_table", "findings_markdown",
-    "gamma_table", "interval_verdict", "main_runs", "mean_connectivity", "noise_gap_table", "noise_table",
-    "par_verdict", "perplexity_table", "plot_accuracy_vs_epochs", "plot_block_contrast", "plot_cloze",
-    "plot_connectivity", "plot_exits", "plot_noise", "plot_perplexity", "plot_settling", "plot_vit_gaps",
-    "seed_correlations", "settled_share", "settling_table", "vit_claims",
+    "ABLATIONS", "BLOCK_HOLDS", "BlockSplit", "MAX_BLOCKS", "MIN_BLOCK", "ablation_budget_lines", "ablation_table",
+    "block_contrast", "block_contrast_curves", "block_split", "block_table", "best_accuracy_table", "budget_lines",
+    "cloze_table", "cost_table", "coverage_table", "decoder_claims", "exits_table", "final_ratio_table",
+    "findings_markdown", "gamma_table", "init_label", "interval_verdict", "main_runs", "mean_connectivity",
+    "noise_gap_table", "noise_table", "par_verdict", "perplexity_table", "plot_accuracy_vs_epochs",
+    "plot_block_contrast", "plot_cloze", "plot_connectivity", "plot_exits", "plot_noise", "plot_perplexity",
+    "plot_settling", "plot_vit_gaps", "seed_correlations", "settled_share", "settling_table", "vit_claims",
 ]

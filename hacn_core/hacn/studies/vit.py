@@ -83,7 +83,7 @@ from hacn_core.engine.data import DatasetMissingError, data_root
 from hacn_core.engine.registry import Experiment, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.training import TrainConfig, fit
-from hacn_core.hacn.connectivity import AlphaInit, evaluate_layerwise
+from hacn_core.hacn.connectivity import evaluate_layerwise
 from hacn_core.hacn.studies import common as measure
 from hacn_core.hacn.studies.mixer import load_data as load_image_splits
 from hacn_core.models.mixer import num_parameters
@@ -202,9 +202,7 @@ def imagenet_splits(config: dict[str, Any], root: str | Path | None = None) -> d
 
 def build_model(config: dict[str, Any]) -> ViT:
     """The ViT of ``config``: its rule, its residual-weight init, Depth-adaptive LayerNorm for the ACN family."""
-    alpha_init = None
-    if config["alpha_mu"] is not None:
-        alpha_init = AlphaInit(mu=config["alpha_mu"], sigma=config["alpha_sigma"])
+    alpha_init = measure.alpha_init_of(config)
     vit_config = ViTConfig(**{k: config[k] for k in _MODEL_KEYS}, rule=config["rule"], alpha_init=alpha_init,
                            depth_ln=config["depth_ln"])
     return ViT(vit_config, generator=torch.Generator().manual_seed(config["seed"]))
