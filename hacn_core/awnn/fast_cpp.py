@@ -39,7 +39,7 @@ from types import ModuleType
 import torch
 
 __all__ = ["ACTIVATION_CODES", "BACKENDS", "ENV_VAR", "active_backend", "backend", "build_error", "forget_last_node",
-           "last_node", "module", "set_backend", "use_backend"]
+           "last_node", "module", "set_backend", "use_backend", "use_build"]
 
 BACKENDS: tuple[str, ...] = ("auto", "cpp", "python")
 ENV_VAR = "HACN_AWNN_BACKEND"
@@ -154,6 +154,24 @@ def _attempt_build() -> None:
         _built["module"] = None
         _built["error"] = f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"
     _attempted = True
+
+
+@contextmanager
+def use_build(ext: ModuleType) -> Iterator[None]:
+    """Run a block with another compiled build of the node, ``ext`` (a module with this one's
+    functions, e.g. an older revision's source built by ``benchmarks/bench_awnn_backbones.py
+    --compare-node``). A graph built inside keeps that build's node for its backward."""
+    if backend() == "python":
+        raise RuntimeError(f"use_build needs the C++ backend, but {ENV_VAR} or set_backend chose python")
+    module()  # the own build first, so that leaving the block restores it
+    with _lock:
+        previous = _built.get("module")
+        _built["module"] = ext
+    try:
+        yield
+    finally:
+        with _lock:
+            _built["module"] = previous
 
 
 def build_error() -> str | None:
