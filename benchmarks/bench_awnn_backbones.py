@@ -32,6 +32,13 @@ from one run to the next; repeat to see the spread.
 
     python benchmarks/bench_awnn_backbones.py [--reps 12] [--steps 3] [--only resnet20,gin,transformer]
                                               [--no-naive] [--compare-node REV]
+
+Measured (one thread, the 2-core machine loaded by two trainings, ``--compare-node 38931fb``,
+the node before its input gradient was made contiguous; ratio of the medians, six runs of
+12-40 repetitions): GIN adaptive/fixed 1.00-1.18 with this node, 1.16-1.32 with the old one
+(the strided input gradient of the old node made GIN's scatter-sum backward, a gather, 8x
+slower); Transformer 1.05-1.23 with either (the FFN alone, forward and backward: 1.29x a fixed
+FFN, the old node 1.34x); ResNet-20 0.99-1.03.
 """
 
 from __future__ import annotations

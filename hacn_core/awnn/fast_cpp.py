@@ -20,6 +20,10 @@ The backend is chosen by ``$HACN_AWNN_BACKEND`` or :func:`set_backend` /
   says why;
 * ``cpp``: ``cpp`` or an error that says why it did not build;
 * ``python``: never compiles anything.
+
+:func:`use_build` runs a block with another compiled build of the node (how
+``benchmarks/bench_awnn_backbones.py --compare-node REV`` times an older revision's node
+beside this one).
 """
 
 from __future__ import annotations
