@@ -5,28 +5,54 @@ update, forward, backward, Adam step) of
 
 * ``adaptive``: the backbone with its adaptive MLPs (ResNet-20's classifier, all of
   GIN's MLPs, every FFN of the Transformer), Algorithm 1 as is;
-* ``fixed``: the same backbone with fixed MLPs of the adaptive ones' starting widths
-  (ResNet-20 ``head_width``, GIN ``hidden``, Transformer ``ffn_hidden``);
+* ``fixed``: the same backbone with fixed MLPs (``Linear -> act -> Linear``) at the
+  adaptive MLPs' *current* widths, MLP by MLP: they start at the adaptive ones' starting
+  width (ResNet-20 ``head_width``, GIN ``hidden``, Transformer ``ffn_hidden``) and, before
+  every timed block, follow the widths the adaptive backbone has reached (surviving
+  weights and Adam state kept, :class:`FollowWidths`). The widths do move during the
+  benchmark (GIN from 116 to about 118, the Transformer's FFNs from 576 to 540-590), so
+  a fixed arm left at the starting widths would be compared with other sizes. Within a
+  block of ``--steps`` steps they move by a neuron or so;
 * ``naive``: the adaptive backbone whose adaptive MLPs are replaced by
   :class:`hacn_core.awnn.studies.cost.NaiveAWNN` (new ``nn.Linear`` layers from the
   current rates at every step, a new Adam for the whole model, state carried only for
-  tensors whose shape did not change; ReLU hidden units in every backbone).
+  tensors whose shape did not change; ReLU hidden units in every backbone);
+* ``adaptive@REV`` (``--compare-node REV``): ``adaptive`` with AWNN's C++ node as of the
+  git revision ``REV`` (its source built under its own name, then swapped in with
+  :func:`hacn_core.awnn.fast_cpp.use_build`), so that a change of the node is timed
+  against the old one in the same run.
 
-The three run interleaved, repetition by repetition, in one process on one CPU thread,
-small sizes (below); printed are the medians over repetitions of the CPU time per step
-and the ratios to ``fixed``. The target is adaptive/fixed <= 1.15.
+The arms run interleaved, repetition by repetition, in one process on one CPU thread,
+small sizes (below); printed are the medians over repetitions of the CPU time per step,
+their ratios to ``fixed``, and the median and quartiles of the per-repetition ratios
+(each arm's block over the ``fixed`` block of the same repetition: a change of load that
+hits neighbouring blocks alike cancels out). The target is adaptive/fixed <= 1.15 on
+the ratio of the medians. On a shared machine the ratios move by a few hundredths
+from one run to the next; repeat to see the spread.
 
     python benchmarks/bench_awnn_backbones.py [--reps 12] [--steps 3] [--only resnet20,gin,transformer]
+                                              [--no-naive] [--compare-node REV]
+
+Measured (one thread, the 2-core machine loaded by two trainings, ``--compare-node 38931fb``,
+the node before its input gradient was made contiguous; ratio of the medians, six runs of
+12-40 repetitions): GIN adaptive/fixed 1.00-1.18 with this node, 1.16-1.32 with the old one
+(the strided input gradient of the old node made GIN's scatter-sum backward, a gather, 8x
+slower); Transformer 1.05-1.23 with either (the FFN alone, forward and backward: 1.29x a fixed
+FFN, the old node 1.34x); ResNet-20 0.99-1.03.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
@@ -34,8 +60,17 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from hacn_core.awnn import AdaptiveMLP, ELBOLoss, adaptive_mlps, model_widths, update_widths  # noqa: E402
+from hacn_core.awnn import (  # noqa: E402
+    AdaptiveMLP,
+    ELBOLoss,
+    adaptive_mlps,
+    fast_cpp,
+    model_widths,
+    repoint_optimizer,
+    update_widths,
+)
 from hacn_core.awnn.studies.cost import NaiveAWNN  # noqa: E402
+from hacn_core.models.mlp import Mlp  # noqa: E402
 from hacn_core.models.gin import GIN  # noqa: E402
 from hacn_core.models.resnet20 import resnet20  # noqa: E402
 from hacn_core.models.seq2seq import Seq2SeqTransformer  # noqa: E402
@@ -75,49 +110,136 @@ class NaiveBackbone:
         return [w for parent, attr in self.slots for w in getattr(parent, attr).widths()]
 
 
+class FollowWidths:
+    """Keeps the fixed backbone's MLPs at the hidden widths of the adaptive backbone's MLPs.
+
+    The adaptive MLPs (one hidden layer each) and the fixed ``Mlp``s are paired in module
+    order. :meth:`sync` resizes every fixed MLP whose hidden width differs from its adaptive
+    twin's: new ``nn.Linear`` parameters holding the surviving weights (new neurons
+    initialised as ``nn.Linear`` does), the Adam state of the surviving entries carried over
+    (:func:`hacn_core.awnn.repoint_optimizer`; new entries start at zero).
+    """
+
+    def __init__(self, adaptive: nn.Module, fixed: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        a = adaptive_mlps(adaptive)
+        f = [m for m in fixed.modules() if isinstance(m, Mlp)]
+        if len(a) != len(f) or any(m.n_hidden_layers != 1 for m in a):
+            raise RuntimeError(f"cannot pair {len(a)} adaptive MLPs with {len(f)} fixed ones (one hidden layer each)")
+        self.pairs = [(m, [lin for lin in mlp if isinstance(lin, nn.Linear)]) for m, mlp in zip(a, f)]
+        self.optimizer = optimizer
+
+    def widths(self) -> list[int]:
+        return [lins[0].out_features for _, lins in self.pairs]
+
+    def sync(self) -> None:
+        for mlp, (first, last) in self.pairs:
+            w = mlp.widths()[0]
+            if first.out_features != w:
+                self._resize(first, w, first.in_features)
+                self._resize(last, last.out_features, w)
+
+    def _resize(self, lin: nn.Linear, out_features: int, in_features: int) -> None:
+        new = nn.Linear(in_features, out_features, bias=lin.bias is not None)
+        o, i = min(out_features, lin.out_features), min(in_features, lin.in_features)
+        with torch.no_grad():
+            new.weight[:o, :i] = lin.weight[:o, :i]
+            if lin.bias is not None:
+                new.bias[:o] = lin.bias[:o]
+        for name in ("weight", "bias"):
+            old_p = getattr(lin, name)
+            if old_p is None:
+                continue
+            new_p = nn.Parameter(getattr(new, name).detach())
+            repoint_optimizer(self.optimizer, old_p, new_p)  # leading block of the state kept, the rest 0
+            setattr(lin, name, new_p)
+        lin.in_features, lin.out_features = in_features, out_features
+
+
+def node_of_revision(rev: str) -> ModuleType:
+    """AWNN's C++ node as of git revision ``rev``: its source, built under its own name (cached)."""
+    root = Path(__file__).resolve().parents[1]
+    rel = fast_cpp.SOURCE.relative_to(root).as_posix()
+    shown = subprocess.run(["git", "-C", str(root), "show", f"{rev}:{rel}"], capture_output=True, text=True)
+    if shown.returncode != 0:
+        raise SystemExit(f"--compare-node {rev}: git show {rev}:{rel} failed: {shown.stderr.strip()}")
+    key = (shown.stdout + " ".join(fast_cpp.CFLAGS) + torch.__version__).encode()
+    digest = hashlib.sha256(key).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"hacn_awnn_node_{digest}"
+    folder.mkdir(exist_ok=True)
+    source = folder / "awnn_fused.cpp"
+    source.write_text(shown.stdout)
+    from torch.utils.cpp_extension import load
+    return load(name=f"hacn_awnn_fused_rev_{digest}", sources=[str(source)], extra_cflags=list(fast_cpp.CFLAGS))
+
+
 def _steppers(build: Callable[[str, int | None], nn.Module], forward: Callable[[nn.Module], torch.Tensor],
-              target: torch.Tensor, n_train: int) -> tuple[dict[str, Callable[[], None]], Callable[[], dict]]:
-    """The three step functions of one backbone, and a function giving their widths."""
-    torch.manual_seed(0)
-    adaptive = build("adaptive", None)
+              target: torch.Tensor, n_train: int, naive: bool = True, old_node: tuple[str, ModuleType] | None = None
+              ) -> tuple[dict[str, Callable[[], None]], Callable[[], None], Callable[[], dict]]:
+    """The step functions of one backbone's arms, the hook run before every timed block (the
+    fixed arm follows the widths), and a function giving the widths."""
+
+    def adaptive_arm() -> tuple[nn.Module, Callable[[], None]]:
+        torch.manual_seed(0)
+        model = build("adaptive", None)
+        opt = torch.optim.Adam(model.parameters(), lr=LR)
+        elbo = ELBOLoss(model, n_train)
+        for m in adaptive_mlps(model):
+            m.attach_optimizer(opt)
+
+        def step() -> None:
+            update_widths(model, opt)
+            opt.zero_grad(set_to_none=True)
+            elbo(forward(model), target).backward()
+            opt.step()
+
+        return model, step
+
+    adaptive, step_adaptive = adaptive_arm()
     start = model_widths(adaptive)
     if len(set(start)) != 1:
         raise RuntimeError(f"the adaptive MLPs start at different widths {start}")
     torch.manual_seed(0)
     fixed = build("fixed", start[0])
-    torch.manual_seed(0)
-    naive = NaiveBackbone(build("adaptive", None))
-    a_opt = torch.optim.Adam(adaptive.parameters(), lr=LR)
     f_opt = torch.optim.Adam(fixed.parameters(), lr=LR)
-    elbo = ELBOLoss(adaptive, n_train)
-    for m in adaptive_mlps(adaptive):
-        m.attach_optimizer(a_opt)
+    follow = FollowWidths(adaptive, fixed, f_opt)
 
     def ce(out: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1), reduction="sum") * (
             n_train / target.numel())
-
-    def step_adaptive() -> None:
-        update_widths(adaptive, a_opt)
-        a_opt.zero_grad(set_to_none=True)
-        elbo(forward(adaptive), target).backward()
-        a_opt.step()
 
     def step_fixed() -> None:
         f_opt.zero_grad(set_to_none=True)
         ce(forward(fixed)).backward()
         f_opt.step()
 
-    def step_naive() -> None:
-        naive.rebuild()
-        naive.opt.zero_grad(set_to_none=True)
-        ce(forward(naive.model)).backward()
-        naive.opt.step()
+    steps = {"adaptive": step_adaptive, "fixed": step_fixed}
+    if old_node is not None:
+        rev, ext = old_node
+        _, step_old_inner = adaptive_arm()
+
+        def step_old() -> None:
+            with fast_cpp.use_build(ext):
+                step_old_inner()
+
+        steps[f"adaptive@{rev}"] = step_old
+    nb = None
+    if naive:
+        torch.manual_seed(0)
+        nb = NaiveBackbone(build("adaptive", None))
+
+        def step_naive() -> None:
+            nb.rebuild()
+            nb.opt.zero_grad(set_to_none=True)
+            ce(forward(nb.model)).backward()
+            nb.opt.step()
+
+        steps["naive"] = step_naive
 
     def widths() -> dict:
-        return {"start": start[0], "adaptive": model_widths(adaptive), "naive": naive.widths()}
+        return {"start": start[0], "adaptive": model_widths(adaptive), "fixed": follow.widths(),
+                "naive": nb.widths() if nb is not None else None}
 
-    return {"adaptive": step_adaptive, "fixed": step_fixed, "naive": step_naive}, widths
+    return steps, follow.sync, widths
 
 
 def resnet20_case() -> tuple:
@@ -165,26 +287,40 @@ def transformer_case() -> tuple:
 CASES = {"resnet20": resnet20_case, "gin": gin_case, "transformer": transformer_case}
 
 
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
+    return q[0], q[1], q[2]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=12)
     ap.add_argument("--steps", type=int, default=3, help="steps per timed block")
     ap.add_argument("--only", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--no-naive", action="store_true")
+    ap.add_argument("--compare-node", metavar="REV", default=None,
+                    help="also time the adaptive backbone with AWNN's C++ node of git revision REV (built once)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    print(f"1 CPU thread, Adam lr {LR}, {args.reps} interleaved reps x {args.steps} steps, CPU time per step")
-    for name in args.only.split(","):
+    names = args.only.split(",")
+    for name in names:
         if name not in CASES:
             ap.error(f"--only: {name!r} is not a case; allowed: {', '.join(CASES)}")
+    old_node = None
+    if args.compare_node is not None:
+        if fast_cpp.active_backend() != "cpp":
+            ap.error("--compare-node needs this checkout's C++ node (it did not build, or the backend is python)")
+        old_node = (args.compare_node, node_of_revision(args.compare_node))
+    print(f"1 CPU thread, Adam lr {LR}, {args.reps} interleaved reps x {args.steps} steps, CPU time per step")
+    for name in names:
         title, build, forward, target, n_train = CASES[name]()
-        steps, widths = _steppers(build, forward, target, n_train)
-        if args.no_naive:
-            steps.pop("naive")
+        steps, before_block, widths = _steppers(build, forward, target, n_train, naive=not args.no_naive,
+                                                old_node=old_node)
         for fn in steps.values():  # warm-up (C++ node, allocator)
             fn()
         times: dict[str, list[float]] = {k: [] for k in steps}
         for _ in range(args.reps):
+            before_block()  # the fixed MLPs take the adaptive ones' current widths
             for key, fn in steps.items():
                 t = time.process_time()
                 for _ in range(args.steps):
@@ -192,13 +328,16 @@ def main() -> None:
                 times[key].append((time.process_time() - t) / args.steps)
         med = {k: statistics.median(v) for k, v in times.items()}
         w = widths()
-        print(f"\n{name}: {title}; fixed width {w['start']}, adaptive widths now {w['adaptive']}"
-              + ("" if args.no_naive else f", naive {w['naive']}"))
+        print(f"\n{name}: {title}; starting width {w['start']}, adaptive widths now {w['adaptive']}, "
+              f"fixed {w['fixed']}" + ("" if w["naive"] is None else f", naive {w['naive']}"))
         for key in steps:
             ratio = med[key] / med["fixed"]
-            note = "" if key != "adaptive" else ("  (target <= %.2f: %s)" % (
+            paired = [a / f for a, f in zip(times[key], times["fixed"])]
+            lo, mid, hi = _quartiles(paired)
+            note = "" if not key.startswith("adaptive") else ("  (target <= %.2f: %s)" % (
                 TARGET_RATIO, "met" if ratio <= TARGET_RATIO else "NOT met"))
-            print(f"  {key:9s} {1000 * med[key]:8.2f} ms/step   x{ratio:.3f}{note}")
+            spread = "" if key == "fixed" else f"   per rep x{mid:.3f} [{lo:.3f}, {hi:.3f}]"
+            print(f"  {key:18s} {1000 * med[key]:8.2f} ms/step   x{ratio:.3f}{spread}{note}")
 
 
 if __name__ == "__main__":

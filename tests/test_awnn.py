@@ -39,6 +39,7 @@ from hacn_core.awnn import (
     truncate,
     update_widths,
     WidthCallback,
+    adaptive_mlps,
 )
 from hacn_core.awnn.fast_node import AdaptiveMLPFunction
 from hacn_core.engine.roles import named_parameter_roles
@@ -574,6 +575,24 @@ def test_helpers_over_a_container():
     with torch.no_grad():
         net["b"].raw_rate.fill_(raw_from_rate(0.1))
     assert update_widths(net) and model_widths(net) == [24, 24, 24]
+
+
+def test_adaptive_mlps_walks_in_the_order_of_modules_once_each():
+    """The plain walk of adaptive_mlps finds what ``modules()`` finds, in its order: nested
+    containers, a shared MLP listed once, an MLP holding another module, a subclass."""
+
+    class Sub(AdaptiveMLP):
+        pass
+
+    shared = AdaptiveMLP(in_dim=2, out_dim=2)
+    holder = AdaptiveMLP(in_dim=2, out_dim=2)
+    holder.extra = nn.Sequential(AdaptiveMLP(in_dim=2, out_dim=2))  # not only its own layers: entered
+    net = nn.Sequential(nn.ModuleList([shared, nn.ReLU(), holder]), nn.ModuleDict({"s": Sub(in_dim=2, out_dim=2)}),
+                        shared, nn.Sequential(nn.Sequential(AdaptiveMLP(in_dim=2, out_dim=2))))
+    expected = [m for m in net.modules() if isinstance(m, AdaptiveMLP)]
+    found = adaptive_mlps(net)
+    assert len(found) == len(expected) == 5 and all(a is b for a, b in zip(found, expected))
+    assert adaptive_mlps(shared) == [shared] and adaptive_mlps(nn.Linear(2, 2)) == []
 
 
 # ---------------------------------------------------------------------------

@@ -8,13 +8,16 @@ choice of backend and the fallback when the build fails.
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from hacn_core.awnn import fast_cpp
-from hacn_core.awnn import AdaptiveMLP, negative_elbo
+from hacn_core.awnn import AdaptiveMLP, importance_log_shift, importance_scale, negative_elbo
+from hacn_core.awnn.distribution import float_softplus
 from hacn_core.engine.data import synthetic_splits
 
 needs_compiler = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
@@ -62,6 +65,113 @@ def test_cpp_node_equals_python_node_bit_for_bit(ext, activation, layers, bias, 
     assert _equal(y_py, y_cpp)
     assert all(_equal(a, b) for a, b in zip(g_py, g_cpp, strict=True))
     assert all(g is not None for g in g_cpp)
+
+
+_aten = torch.ops.aten
+_ACT_ = {"relu": lambda z, s: z.relu_(), "leaky_relu": lambda z, s: F.leaky_relu_(z, s),
+         "relu6": lambda z, s: F.hardtanh_(z, 0.0, 6.0), "tanh": lambda z, s: z.tanh_()}
+_ACT_GRAD = {"relu": lambda t, a, s: _aten.threshold_backward(t, a, 0),
+             "leaky_relu": lambda t, a, s: _aten.leaky_relu_backward(t, a, s, True),
+             "relu6": lambda t, a, s: _aten.hardtanh_backward(t, a, 0.0, 6.0),
+             "tanh": lambda t, a, s: _aten.tanh_backward(t, a)}
+
+
+def _cat_and_slice_node(model: AdaptiveMLP, x: torch.Tensor, g: torch.Tensor):
+    """The node as first written, op for op: ``[1 | h]`` by ``torch.cat``, ``dL/dx`` a strided slice
+    of ``g rho_0``, the activations' backward out of place. Returns ``(out, dL/dx, dL/draw, dL/drhos)``
+    for the output gradient ``g`` (no priors)."""
+    positions, activation, slope, bias, norms = model._specs()[0]
+    nus = [float_softplus(r) for r in model.raw_rate.tolist()]
+    rhos = [lin.rho.detach() for lin in model.layers]
+    zero, ones = torch.zeros((), dtype=x.dtype), torch.ones(x.shape[0], 1, dtype=x.dtype)
+    buf = torch.cat((ones, x), 1) if bias else x
+    bufs, acts, fs = [buf], [], []
+    for nu, j, rho, m in zip(nus, positions, rhos, norms):
+        a = _ACT_[activation](torch.mm(buf, rho.t()), slope)
+        f = torch.pow(math.exp(-nu), j)
+        h = torch.addcmul(zero, a, f, value=importance_scale(nu, m))
+        buf = torch.cat((ones, h), 1) if bias else h
+        bufs, acts, fs = bufs + [buf], acts + [a], fs + [f]
+    out = torch.mm(buf, rhos[-1].t())
+    n = len(nus)
+    g_rho, g_nu = [None] * (n + 1), []
+    for layer in range(n, -1, -1):
+        g_rho[layer] = g.t().mm(bufs[layer])
+        if layer == 0:
+            g_x = g.mm(rhos[0])
+            g_x = g_x[:, 1:] if bias else g_x
+            break
+        gh = g.mm(rhos[layer])
+        gh = gh[:, 1:] if bias else gh
+        k = layer - 1
+        t = torch.addcmul(zero, gh, fs[k], value=importance_scale(nus[k], norms[k]))
+        if rhos[layer].shape[0] < t.shape[0]:
+            w, gw = (rhos[layer][:, 1:], g_rho[layer][:, 1:]) if bias else (rhos[layer], g_rho[layer])
+            s_k = torch.linalg.vecdot(w, gw, dim=0)
+        else:
+            s_k = torch.linalg.vecdot(t, acts[k], dim=0)
+        g_nu.append(torch.dot(s_k, positions[k] - importance_log_shift(nus[k], norms[k])))
+        g = _ACT_GRAD[activation](t, acts[k], slope)
+    dsig = torch.tensor([math.expm1(-nu) for nu in nus], dtype=x.dtype)
+    return out, g_x, torch.stack(g_nu[::-1]).mul_(dsig), g_rho
+
+
+@needs_compiler
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu", "relu6", "tanh"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("norm", ["none", "active"])
+def test_both_nodes_keep_the_values_of_the_cat_and_slice_node_and_return_a_contiguous_input_gradient(
+        ext, activation, bias, norm):
+    """The nodes write ``[1 | h]`` in place, the activations' backward over its input, and hand back
+    ``dL/dx`` contiguous (a strided one slowed GIN's scatter-sum backward, a gather, 8x): the values
+    of the node as first written, bit for bit, on tokens ``(B, T, d)``, with a wide batch (rate
+    gradient from the weights) and a narrow one (from the activations)."""
+    for batch, dtype in (((4, 9), torch.float32), ((2,), torch.float64)):
+        torch.manual_seed(len(batch))
+        model = AdaptiveMLP(in_dim=5, out_dim=3, n_hidden_layers=2, activation=activation, bias=bias,
+                            rate_init=0.15, importance_norm=norm).to(dtype)
+        model.set_widths([17, 12])
+        x = torch.randn(*batch, 5, dtype=dtype, requires_grad=True)
+        g = torch.randn(*batch, 3, dtype=dtype)
+        ref_out, ref_x, ref_raw, ref_rhos = _cat_and_slice_node(model, x.detach().reshape(-1, 5), g.reshape(-1, 3))
+        for name in ("python", "cpp"):
+            with fast_cpp.use_backend(name):
+                out = model(x)
+            grads = torch.autograd.grad(out, [x, model.raw_rate, *(lin.rho for lin in model.layers)], g)
+            assert torch.equal(out, ref_out.reshape(*batch, 3))
+            assert grads[0].is_contiguous() and torch.equal(grads[0], ref_x.reshape(*batch, 5))
+            assert torch.equal(grads[1], ref_raw)
+            assert all(torch.equal(a, b) for a, b in zip(grads[2:], ref_rhos, strict=True))
+
+
+@needs_compiler
+def test_use_build_swaps_the_compiled_node_for_a_block(ext):
+    """fast_cpp.use_build runs a block with another build (the benchmark's older revision); the graph
+    keeps that build's node for its backward, and the own build is back afterwards."""
+    calls = []
+
+    class Recorder:  # the own build's functions, counted
+        def adaptive_mlp(self, *args):
+            calls.append("adaptive_mlp")
+            return ext.adaptive_mlp(*args)
+
+        def __getattr__(self, name):
+            return getattr(ext, name)
+
+    model = AdaptiveMLP(in_dim=3, out_dim=2, rate_init=0.2)
+    x = torch.randn(8, 3)
+    with fast_cpp.use_backend("cpp"):
+        expected = model(x)
+        with fast_cpp.use_build(Recorder()):
+            y = model(x)
+            assert fast_cpp.module() is not ext
+        assert fast_cpp.module() is ext and calls == ["adaptive_mlp"]
+    assert torch.equal(y, expected)
+    y.sum().backward()
+    assert model.raw_rate.grad is not None
+    with fast_cpp.use_backend("python"), pytest.raises(RuntimeError, match="use_build needs the C.. backend"):
+        with fast_cpp.use_build(ext):
+            pass
 
 
 @needs_compiler

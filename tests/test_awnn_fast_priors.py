@@ -163,3 +163,14 @@ def test_the_lean_likelihood_path_gives_negative_elbo_bit_for_bit(per_sample):
         ELBOLoss(model, 10)(model(x), y)
     with pytest.raises(ValueError, match="target shape"):
         loss(model(x), y[:8])
+    # tokens (B, T, C) with targets (B, T), as the Transformer's: flattened as negative_elbo flattens them
+    x3, y3 = torch.randn(4, 4, 5), torch.randint(0, 3, (4, 4))
+    assert loss._predictive_terms(model(x3), y3) is not None
+    value = loss(model(x3), y3)
+    exact = negative_elbo(model, model(x3), y3, n_train=100, per_sample=per_sample).total
+    assert torch.equal(value, exact)
+    assert torch.equal(torch.autograd.grad(value, model.raw_rate)[0], torch.autograd.grad(exact, model.raw_rate)[0])
+    with pytest.raises(ValueError, match="target shape"):
+        loss(model(x3), y3.reshape(-1))
+    with pytest.raises(ValueError, match="n_train=10 is smaller"):
+        ELBOLoss(model, 10)(model(x3), y3)

@@ -459,10 +459,14 @@ class ELBOLoss:
         return (float(w) if params else 0.0), (float(r) if raws else 0.0)
 
     def _predictive_terms(self, output: Tensor, target: Tensor) -> ELBOTerms | None:
-        """The terms without priors by the ops of :func:`negative_elbo` (``nll_sum * scale``), for a 2-d
-        categorical output whose input negative_elbo would accept; None for anything else."""
-        if not self._lean or output.dim() != 2 or target.dim() != 1 or target.shape[0] != output.shape[0]:
+        """The terms without priors by the ops of :func:`negative_elbo` (``nll_sum * scale``), for a
+        categorical output ``(..., C)`` with targets ``(...)`` (the tokens ``(B, T, C)`` of a Transformer
+        flattened as negative_elbo flattens them) whose input negative_elbo would accept; None for
+        anything else."""
+        if not self._lean or output.dim() < 2 or target.shape != output.shape[:-1]:
             return None
+        if output.dim() > 2:
+            output, target = output.reshape(-1, output.shape[-1]), target.reshape(-1)
         m = target.shape[0]
         if m > self.n_train or m == 0:
             return None  # negative_elbo says what is wrong

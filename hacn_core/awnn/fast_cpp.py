@@ -20,6 +20,10 @@ The backend is chosen by ``$HACN_AWNN_BACKEND`` or :func:`set_backend` /
   says why;
 * ``cpp``: ``cpp`` or an error that says why it did not build;
 * ``python``: never compiles anything.
+
+:func:`use_build` runs a block with another compiled build of the node (how
+``benchmarks/bench_awnn_backbones.py --compare-node REV`` times an older revision's node
+beside this one).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from types import ModuleType
 import torch
 
 __all__ = ["ACTIVATION_CODES", "BACKENDS", "ENV_VAR", "active_backend", "backend", "build_error", "forget_last_node",
-           "last_node", "module", "set_backend", "use_backend"]
+           "last_node", "module", "set_backend", "use_backend", "use_build"]
 
 BACKENDS: tuple[str, ...] = ("auto", "cpp", "python")
 ENV_VAR = "HACN_AWNN_BACKEND"
@@ -154,6 +158,24 @@ def _attempt_build() -> None:
         _built["module"] = None
         _built["error"] = f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"
     _attempted = True
+
+
+@contextmanager
+def use_build(ext: ModuleType) -> Iterator[None]:
+    """Run a block with another compiled build of the node, ``ext`` (a module with this one's
+    functions, e.g. an older revision's source built by ``benchmarks/bench_awnn_backbones.py
+    --compare-node``). A graph built inside keeps that build's node for its backward."""
+    if backend() == "python":
+        raise RuntimeError(f"use_build needs the C++ backend, but {ENV_VAR} or set_backend chose python")
+    module()  # the own build first, so that leaving the block restores it
+    with _lock:
+        previous = _built.get("module")
+        _built["module"] = ext
+    try:
+        yield
+    finally:
+        with _lock:
+            _built["module"] = previous
 
 
 def build_error() -> str | None:
