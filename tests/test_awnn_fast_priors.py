@@ -152,25 +152,19 @@ def test_the_lean_likelihood_path_gives_negative_elbo_bit_for_bit(per_sample):
     """ELBOLoss without priors computes the predictive term without negative_elbo's Python: the same value
     and gradients; other shapes go through negative_elbo (and its errors)."""
     model = _model(1)
-    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
     loss = ELBOLoss(model, 100, per_sample=per_sample)
-    assert loss._predictive_terms(model(x), y) is not None
-    value = loss(model(x), y)
-    exact = negative_elbo(model, model(x), y, n_train=100, per_sample=per_sample).total
-    assert torch.equal(value, exact)
-    assert torch.equal(torch.autograd.grad(value, model.raw_rate)[0], torch.autograd.grad(exact, model.raw_rate)[0])
-    with pytest.raises(ValueError, match="n_train=10 is smaller"):
-        ELBOLoss(model, 10)(model(x), y)
-    with pytest.raises(ValueError, match="target shape"):
-        loss(model(x), y[:8])
-    # tokens (B, T, C) with targets (B, T), as the Transformer's: flattened as negative_elbo flattens them
-    x3, y3 = torch.randn(4, 4, 5), torch.randint(0, 3, (4, 4))
-    assert loss._predictive_terms(model(x3), y3) is not None
-    value = loss(model(x3), y3)
-    exact = negative_elbo(model, model(x3), y3, n_train=100, per_sample=per_sample).total
-    assert torch.equal(value, exact)
-    assert torch.equal(torch.autograd.grad(value, model.raw_rate)[0], torch.autograd.grad(exact, model.raw_rate)[0])
-    with pytest.raises(ValueError, match="target shape"):
-        loss(model(x3), y3.reshape(-1))
-    with pytest.raises(ValueError, match="n_train=10 is smaller"):
-        ELBOLoss(model, 10)(model(x3), y3)
+    # samples (B, C) with targets (B,), and tokens (B, T, C) with targets (B, T) as the Transformer's (flattened
+    # as negative_elbo flattens them); each with a target of the wrong shape
+    cases = [(torch.randn(16, 5), torch.randint(0, 3, (16,)), lambda y: y[:8]),
+             (torch.randn(4, 4, 5), torch.randint(0, 3, (4, 4)), lambda y: y.reshape(-1))]
+    for x, y, wrong in cases:
+        assert loss._predictive_terms(model(x), y) is not None
+        value = loss(model(x), y)
+        exact = negative_elbo(model, model(x), y, n_train=100, per_sample=per_sample).total
+        assert torch.equal(value, exact)
+        assert torch.equal(torch.autograd.grad(value, model.raw_rate)[0],
+                           torch.autograd.grad(exact, model.raw_rate)[0])
+        with pytest.raises(ValueError, match="n_train=10 is smaller"):
+            ELBOLoss(model, 10)(model(x), y)
+        with pytest.raises(ValueError, match="target shape"):
+            loss(model(x), wrong(y))
