@@ -16,8 +16,29 @@ echo "[setup] installing pinned requirements into $venv (first run takes a few m
 # pip on some machines lists local wheel folders that do not exist for most
 # packages; its warnings about them are noise, so they are filtered out.
 quiet_locations() { sed -u "/^WARNING: Location 'file:/d"; }
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements.txt 2>&1 | quiet_locations
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 | quiet_locations
+pip_install() { "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 | quiet_locations; }
+# The installer is uv (pinned below, from PyPI), which downloads and unpacks in parallel and
+# links from its cache: measured on this project's 2-core machine, requirements.txt into a new
+# venv took 39 s with an empty uv cache and 5 s with a warm one, against about 170 s for pip
+# (the same 152 versions either way). uv reads neither pip.conf nor PIP_* variables: a machine
+# that installs through its own pip index or mirror sets HACN_INSTALLER=pip.
+# A uv that cannot be installed falls back to pip.
+installer=${HACN_INSTALLER:-uv}
+case "$installer" in
+  uv|pip) ;;
+  *) echo "[setup] HACN_INSTALLER=$installer: allowed values are uv, pip" >&2; exit 2 ;;
+esac
+if [ "$installer" = uv ] && ! pip_install uv==0.13.9; then
+  echo "[setup] uv could not be installed; installing with pip"
+  installer=pip
+fi
+if [ "$installer" = uv ]; then
+  "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" -r requirements.txt
+  "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps --no-build-isolation -e .
+else
+  pip_install -r requirements.txt
+  pip_install --no-deps --no-build-isolation -e .
+fi
 "$venv/bin/python" tools/check_torch_pair.py
 echo "$want" > "$stamp"
 echo "[setup] done"
