@@ -26,10 +26,10 @@ def _dead_pid() -> int:
     return int(proc.stdout)  # that process has exited
 
 
-def _checkpoint(folder: Path, step: int, epoch: int, pid: int | None) -> None:
+def _checkpoint(folder: Path, step: int, epoch: int, pid: int | None, **saved) -> None:
     folder.mkdir(parents=True)
-    torch.save({"position": {"epoch": epoch, "step_in_epoch": 0, "global_step": step, "finished": False}},
-               folder / CHECKPOINT_NAME)
+    position = {"epoch": epoch, "step_in_epoch": 0, "global_step": step, "finished": False}
+    torch.save({"position": position | saved.pop("position", {}), **saved}, folder / CHECKPOINT_NAME)
     if pid is not None:
         (folder / LOCK_NAME).write_text(json.dumps({"host": os.uname().nodename, "pid": pid, "since": "x"}))
 
@@ -45,9 +45,14 @@ def test_each_state_is_read_from_the_store(tmp_path):
     filed = [filed_config(c, planned_execution(None)) for c in CONFIGS]
     stored = store.path_for("toy", filed[0])
     stored.parent.mkdir(parents=True)
-    stored.write_text("{}")
-    _checkpoint(store.checkpoint_dir("toy", filed[1]), 1200, 4, os.getpid())  # a live owner: training
-    _checkpoint(store.checkpoint_dir("toy", filed[2]), 300, 1, _dead_pid())  # its owner died: paused
+    stored.write_text(json.dumps({"provenance": {"wall_time_s": 1500.0}}))
+    # a live owner: training; 1,200 of 1,500 steps in 600 s, so 150 s left at its pace
+    _checkpoint(store.checkpoint_dir("toy", filed[1]), 1200, 4, os.getpid(), position={"total_steps": 1500},
+                wall_time_s=600.0)
+    # its owner died: paused. Written before positions held total_steps: 3 epochs x 250 steps, read off
+    # the position (epoch 1, 50 steps into it) and the TrainConfig
+    _checkpoint(store.checkpoint_dir("toy", filed[2]), 300, 1, _dead_pid(), position={"step_in_epoch": 50},
+                config={"epochs": 3})
     _checkpoint(store.checkpoint_dir("toy", {"stack": ["a", "b"]}), 50, 0, None)  # a stacked engine's folder
 
     progress = study_progress(experiment, "book", store)
@@ -55,14 +60,19 @@ def test_each_state_is_read_from_the_store(tmp_path):
     assert [p.config_hash for p in progress[:4]] == [config_hash(f) for f in filed]
     assert (progress[1].global_step, progress[1].epoch, progress[1].owner) == (1200, 4, f"pid {os.getpid()} on "
                                                                                        f"{os.uname().nodename}")
-    assert (progress[2].global_step, progress[2].owner) == (300, "")
+    assert (progress[2].global_step, progress[2].owner, progress[2].total_steps) == (300, "", 750)
+    assert progress[1].seconds_left == 150.0 and progress[2].seconds_left is None  # no wall time stored
+    assert progress[0].wall_time_s == 1500.0
     assert progress[0].label == "rule=resnet, seed=0"  # a None value is left out
     assert progress[4].label == "stack or other run" and progress[4].global_step == 50
 
     now = progress[1].checkpoint_time + dt.timedelta(minutes=7)
     lines = progress_lines(progress, now=now)
-    assert lines[0] == "1 of 4 runs stored; 1 training, 1 paused, 1 not started"
-    assert "at step 1,200 (epoch 4), checkpoint 7 min ago, pid" in lines[1]
+    assert lines[0] == ("1 of 4 runs stored; 1 training, 1 paused, 1 not started; "
+                        "a stored run took 25 min (median wall time)")
+    assert "at step 1,200 of 1,500 (epoch 4), checkpoint 7 min ago, about 2 min left at its pace so far, pid" \
+        in lines[1]
+    assert "at step 300 of 750 (epoch 1), checkpoint" in lines[2] and "left" not in lines[2]
     assert len(lines) == 5  # the summary, then every run not stored (the stack included)
 
 

@@ -267,7 +267,8 @@ def test_time_based_checkpoints_and_finished_run_is_not_retrained(tmp_path):
     ref = fit(straight, (X, y), cfg, progress=False)
     with pytest.raises(Kill):
         fit(GatedNet(), (X, y), cfg, callbacks=[KillAt(7)], checkpoint_dir=tmp_path, progress=False)
-    assert load_checkpoint(tmp_path / "last.pt")["position"]["global_step"] == 6
+    position = load_checkpoint(tmp_path / "last.pt")["position"]
+    assert (position["global_step"], position["total_steps"]) == (6, 10)  # 2 epochs of 40 / 8 steps (for `status`)
     resumed = GatedNet(seed=1)
     res = fit(resumed, (X, y), cfg, checkpoint_dir=tmp_path, progress=False)
     assert_params_equal(straight, resumed)

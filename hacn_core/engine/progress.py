@@ -10,8 +10,11 @@ several sessions, ``tools/train_background.sh``) is seen through its store:
 - otherwise it is **not started**.
 
 ``python -m hacn_core status EXPERIMENT`` prints this table; nothing is trained or
-changed. A stacked engine's checkpoint folder is named after the stack
-(``{"stack": [hashes]}``), not after one run, and is listed as such.
+changed. A run with a checkpoint also shows its planned steps and how long it has left
+at its own pace so far (the checkpoint's wall time over its steps, evaluation included;
+early stopping can only shorten it); the summary line gives the median wall time of the
+stored runs, what one more costs. A stacked engine's checkpoint folder is named after
+the stack (``{"stack": [hashes]}``), not after one run, and is listed as such.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +52,15 @@ class RunProgress:
     epoch: int | None = None
     checkpoint_time: _dt.datetime | None = None  # when the last checkpoint was written (UTC)
     owner: str = ""  # "pid 123 on host" while training
+    total_steps: int | None = None  # the run's planned optimizer steps (an upper bound with early stopping)
+    wall_time_s: float | None = None  # training wall time up to the checkpoint; for a stored run, the whole run
+
+    @property
+    def seconds_left(self) -> float | None:
+        """Wall time the run still needs at its own pace so far (``None`` when that is unknown)."""
+        if not (self.total_steps and self.global_step and self.wall_time_s):
+            return None
+        return max(self.total_steps - self.global_step, 0) * self.wall_time_s / self.global_step
 
 
 def varying_keys(configs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -58,6 +71,15 @@ def varying_keys(configs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1]
 
 
+def _total_steps(position: Mapping[str, Any], config: Mapping[str, Any] | None) -> int | None:
+    """Planned steps of a checkpoint written before ``position`` held them: epochs x steps per epoch,
+    the latter read off a position past the first epoch (``None`` within it)."""
+    epoch, in_epoch, step = position.get("epoch"), position.get("step_in_epoch"), position.get("global_step")
+    if not (config and config.get("epochs") and epoch and in_epoch is not None and step is not None):
+        return None
+    return int(config["epochs"]) * ((int(step) - int(in_epoch)) // int(epoch))
+
+
 def _checkpoint_state(folder: Path) -> dict[str, Any]:
     """State, step, epoch, time and owner of one checkpoint folder (``{}`` when it holds nothing)."""
     out: dict[str, Any] = {}
@@ -66,10 +88,13 @@ def _checkpoint_state(folder: Path) -> dict[str, Any]:
         import torch
 
         try:  # the position is a few integers, but they sit inside the pickled checkpoint
-            position = torch.load(ckpt, map_location="cpu", weights_only=False).get("position", {})
+            saved = torch.load(ckpt, map_location="cpu", weights_only=False)
         except Exception:  # noqa: BLE001 - being written, or damaged: training resumes or reports it
-            position = {}
+            saved = {}
+        position = saved.get("position", {})
         out |= {"global_step": position.get("global_step"), "epoch": position.get("epoch"),
+                "total_steps": position.get("total_steps", _total_steps(position, saved.get("config"))),
+                "wall_time_s": saved.get("wall_time_s"),
                 "checkpoint_time": _dt.datetime.fromtimestamp(ckpt.stat().st_mtime, _dt.timezone.utc)}
     lock = folder / LOCK_NAME
     if lock.is_file():
@@ -103,8 +128,13 @@ def study_progress(experiment: Any, profile: str, store: ResultsStore,
         digest = config_hash(filed)
         known.add(digest)
         label = ", ".join(f"{k}={config[k]}" for k in keys if config.get(k) is not None) or "(the only run)"
-        if store.path_for(experiment.id, filed).is_file():
-            out.append(RunProgress(label, digest, "stored"))
+        path = store.path_for(experiment.id, filed)
+        if path.is_file():
+            try:
+                wall = json.loads(path.read_text())["provenance"]["wall_time_s"]
+            except (OSError, ValueError, KeyError, TypeError):
+                wall = None
+            out.append(RunProgress(label, digest, "stored", wall_time_s=wall))
             continue
         state = _checkpoint_state(store.checkpoint_dir(experiment.id, filed))
         out.append(RunProgress(label, digest, state.pop("state", "not started"), **state))
@@ -124,16 +154,27 @@ def progress_lines(progress: Sequence[RunProgress], now: _dt.datetime | None = N
     counts = {s: sum(p.state == s for p in runs) for s in STATES}
     lines = [f"{counts['stored']} of {len(runs)} runs stored; {counts['training']} training, "
              f"{counts['paused']} paused, {counts['not started']} not started"]
+    walls = sorted(p.wall_time_s for p in runs if p.state == "stored" and p.wall_time_s)
+    if walls:
+        lines[0] += f"; a stored run took {_duration(statistics.median(walls))} (median wall time)"
     for p in progress:
         if p.state == "stored":
             continue
         where = ""
         if p.global_step is not None:
             age = (now - p.checkpoint_time).total_seconds() / 60 if p.checkpoint_time else float("nan")
-            where = f" at step {p.global_step:,} (epoch {p.epoch}), checkpoint {age:.0f} min ago"
+            of = f" of {p.total_steps:,}" if p.total_steps else ""
+            where = f" at step {p.global_step:,}{of} (epoch {p.epoch}), checkpoint {age:.0f} min ago"
+            if p.seconds_left is not None:
+                where += f", about {_duration(p.seconds_left)} left at its pace so far"
         owner = f", {p.owner}" if p.owner else ""
         lines.append(f"  {p.state:11s} {p.config_hash}  {p.label}{where}{owner}")
     return lines
+
+
+def _duration(seconds: float) -> str:
+    """``"42 min"`` or ``"3.1 h"``."""
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 __all__ = ["STATES", "RunProgress", "progress_lines", "study_progress", "varying_keys"]

@@ -845,7 +845,8 @@ class _Run:
             save_training_checkpoint(
                 path, self.model, self.optimizer,
                 position={"epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
-                          "global_step": self.global_step, "finished": self.finished},
+                          "global_step": self.global_step, "finished": self.finished,
+                          "total_steps": self.S * self.cfg.epochs},  # read by `status` only
                 curves=self.curves, wall_time_s=self._wall(), rngs=rngs,
                 config=self.cfg.to_dict(),
                 schedule=self.schedule.state_dict(),
