@@ -39,6 +39,11 @@ the node before its input gradient was made contiguous; ratio of the medians, si
 (the strided input gradient of the old node made GIN's scatter-sum backward, a gather, 8x
 slower); Transformer 1.05-1.23 with either (the FFN alone, forward and backward: 1.29x a fixed
 FFN, the old node 1.34x); ResNet-20 0.99-1.03.
+
+Measured on a quieter machine (2026-11-27: one training on the other core instead of two,
+``--reps 24``, two runs): GIN 1.14 and 1.12 (per-repetition quartiles 1.11-1.16), Transformer
+1.06 and 1.14 (1.07-1.15), ResNet-20 0.98: the target met by every backbone in both runs. The
+wider spread above comes from the load of a second training sharing the benchmark's core.
 """
 
 from __future__ import annotations
