@@ -59,6 +59,10 @@ def test_verdicts_read_the_interval_of_a_difference():
     assert sign_verdict(Estimate(-1.0, 0.5, 3)) is False
     assert sign_verdict(Estimate(0.2, 0.5, 3)) is None
     assert sign_verdict(Estimate(5.0, float("nan"), 1)) is None  # one value: no interval
+    # "not worse by more than 0.005": the line moves to -0.005 ([-1.6, 0.0] points straddles -0.5 points)
+    assert sign_verdict(Estimate(-0.008, 0.008, 3), -0.005) is None
+    assert sign_verdict(Estimate(-0.002, 0.002, 3), -0.005) is True
+    assert sign_verdict(Estimate(-0.012, 0.004, 3), -0.005) is False
     assert within_verdict(Estimate(0.1, 0.3, 3), 0.5) is True  # [-0.2, 0.4] inside [-0.5, 0.5]
     assert within_verdict(Estimate(1.0, 0.3, 3), 0.5) is False  # [0.7, 1.3] wholly outside
     assert within_verdict(Estimate(0.4, 0.3, 3), 0.5) is None  # [0.1, 0.7] straddles 0.5

@@ -109,6 +109,11 @@ def test_budget_check_and_claims_read_the_runs():
     flat += [_run("hacn", s, half=0.5 - 0.05 * (s - 1)) for s in range(3)]
     flat_table = hmr.claims(flat).set_index("claim")
     assert flat_table.loc["H-ACN compresses: its half-depth exit beats the ResNet's", "holds"] is None
+    # "matches" moves the line to MATCH_POINTS short: a mean 1 point lower whose interval reaches above
+    # -0.5 points cannot be told (judging the mean alone would say "does not hold")
+    spread = [_run("resnet", s, acc=0.90 + 0.01 * s) for s in range(3)]
+    spread += [_run("hacn", s, acc=0.89 + 0.01 * s) for s in range(3)]
+    assert hmr.claims(spread).set_index("claim").loc["H-ACN's final accuracy matches the ResNet's", "holds"] is None
 
 
 def test_noise_table_has_every_level_and_no_missing_cells():

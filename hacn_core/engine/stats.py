@@ -82,14 +82,15 @@ def signed(d: Estimate, scale: float = 1.0, digits: int = 1) -> str:
     return f"{scale * d.mean:+.{digits}f} ± {scale * d.half_width:.{digits}f}"
 
 
-def sign_verdict(d: Estimate) -> bool | None:
-    """True if the whole 95% interval of a difference is above 0, False if below, None if it straddles 0
-    (or there is no interval: one value)."""
+def sign_verdict(d: Estimate, threshold: float = 0.0) -> bool | None:
+    """True if the whole 95% interval of a difference is above ``threshold`` (default 0), False if it is
+    below, None if it straddles it (or there is no interval: one value). A negative threshold judges
+    "not worse by more than": ``sign_verdict(d, -0.005)`` holds when the difference is surely above -0.005."""
     if not math.isfinite(d.half_width):
         return None
-    if d.mean - d.half_width > 0:
+    if d.mean - d.half_width > threshold:
         return True
-    if d.mean + d.half_width < 0:
+    if d.mean + d.half_width < threshold:
         return False
     return None
 

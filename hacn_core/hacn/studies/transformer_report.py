@@ -566,8 +566,8 @@ def vit_claims(results: Sequence[RunResult]):
     """The paper's ViT claims (Sec. 3.3, Fig. 3; Fig. 1a) judged on the stored runs: claim, where, ours, verdict.
 
     Directional claims hold when the 95% Welch interval of our difference lies on the paper's side of 0
-    (:func:`mixer_report.sign_verdict`); "matches" allows a mean at most ``MATCH_POINTS`` points lower with two
-    or more seeds; the connectivity claim holds when the interval of the block contrast lies below
+    (:func:`mixer_report.sign_verdict`); "matches" holds when the interval lies above -``MATCH_POINTS`` points
+    (does not hold below it, cannot be told across it); the connectivity claim holds when the interval of the block contrast lies below
     ``BLOCK_HOLDS``. A cell without runs leaves its claims out; one seed cannot tell.
     """
     table = ClaimTable()
@@ -581,7 +581,7 @@ def vit_claims(results: Sequence[RunResult]):
         d = difference(speed(h), speed(r))
         table.add("H-ACN matches the ResNet's training speed", "Sec. 3.3, Fig. 3a",
                   f"mean validation accuracy over the epochs, H-ACN − ResNet: {signed(d, 100)} points",
-                  (d.mean * 100 >= -MATCH_POINTS) if math.isfinite(d.half_width) else None)
+                  sign_verdict(d, -MATCH_POINTS / 100))
     if a and r:
         d = difference(speed(r), speed(a))
         epochs = item("hacn/fig3a/acn-epochs-to-match").paper_value
