@@ -862,14 +862,16 @@ def _cell_label(value: float) -> str:
 
 
 def connectivity_heatmap(ax, c: Tensor | Sequence[Sequence[float]], title: str = "", annot: bool | None = None,
-                         vmax: float | None = None, cbar: bool = False, cmap: str = "mako_r"):
+                         vmax: float | None = None, cbar: bool = False, cmap: str = "mako_r",
+                         tick_every: int | str = "auto"):
     """Draw ``C`` on ``ax`` as Fig. 8 does: sources down, targets across (seaborn heatmap).
 
     Entries that no rule can fill (``i >= j``: a layer never feeds itself or an
     earlier layer) are masked; an ``out`` column (``column`` layout) is drawn in
     full. ``annot`` (default: ``L <= 10``) writes the values in the cells (two
     decimals; a nonzero value below 0.005 is left blank). The colour scale runs
-    from ``min(0, min C)`` to ``vmax`` (default ``max(1, max C)``).
+    from ``min(0, min C)`` to ``vmax`` (default ``max(1, max C)``). ``tick_every``: label every n-th
+    layer on both axes (``"auto"``: seaborn's choice), for panels too small to label them all.
     """
     import numpy as np
     import seaborn as sns
@@ -888,6 +890,7 @@ def connectivity_heatmap(ax, c: Tensor | Sequence[Sequence[float]], title: str =
         frame, ax=ax, mask=mask, square=True, cmap=cmap, cbar=cbar,
         vmin=min(0.0, float(values.min())), vmax=max(1.0, float(values.max())) if vmax is None else vmax,
         annot=labels, fmt="", annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white",
+        xticklabels=tick_every, yticklabels=tick_every,
     )
     ax.set_title(title)
     ax.tick_params(length=0)

@@ -367,7 +367,7 @@ def plot_connectivity(runs: Sequence[RunResult], fractions: Sequence[float] = (1
                              width=plots.FIG_WIDTH if len(cs) > 1 else plots.FIG_WIDTH * 0.6)
     for ax, c, at in zip(axes[0], cs, fractions):
         connectivity_heatmap(ax, c, title=title or f"{100 * at:.0f}% of training", vmax=vmax,
-                             cbar=ax is axes[0][-1])
+                             cbar=ax is axes[0][-1], tick_every=2 if len(cs) > 1 else "auto")  # small panels
         ax.set_xlabel("target layer j")
         ax.set_ylabel("source layer i" if ax is axes[0][0] else "")
     return fig
