@@ -11,7 +11,7 @@ stamp="$venv/.hacn-installed"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ]; then
   exit 0
 fi
-echo "[setup] installing pinned requirements into $venv (first run takes a few minutes)"
+echo "[setup] installing pinned requirements into $venv (the first run downloads about 5 GB)"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 # pip on some machines lists local wheel folders that do not exist for most
 # packages; its warnings about them are noise, so they are filtered out.

@@ -10,7 +10,6 @@ code's, and Figs. 2, 5, 6 and 7.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 

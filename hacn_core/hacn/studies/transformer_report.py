@@ -566,9 +566,9 @@ def vit_claims(results: Sequence[RunResult]):
     """The paper's ViT claims (Sec. 3.3, Fig. 3; Fig. 1a) judged on the stored runs: claim, where, ours, verdict.
 
     Directional claims hold when the 95% Welch interval of our difference lies on the paper's side of 0
-    (:func:`mixer_report.sign_verdict`); "matches" holds when the interval lies above -``MATCH_POINTS`` points
-    (does not hold below it, cannot be told across it); the connectivity claim holds when the interval of the block contrast lies below
-    ``BLOCK_HOLDS``. A cell without runs leaves its claims out; one seed cannot tell.
+    (:func:`~hacn_core.engine.stats.sign_verdict`); "matches" holds when the interval lies above
+    -``MATCH_POINTS`` points (does not hold below it, cannot be told across it); the connectivity claim holds
+    when the interval of the block contrast lies below ``BLOCK_HOLDS``. A cell without runs leaves its claims out; one seed cannot tell.
     """
     table = ClaimTable()
     runs = main_runs(results)
