@@ -38,6 +38,8 @@ line that says so.
 
 from __future__ import annotations
 
+import contextlib
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -118,7 +120,9 @@ class DryRunPlan:
     epoch. ``loss(model)`` returns the training loss (default: mean cross-entropy);
     ``callbacks(loss)`` the study's callbacks whose ``on_train_begin`` and
     ``on_step_end`` run around the step (AWNN's width update). ``note``: a line
-    printed with the group (e.g. what the parameter count means).
+    printed with the group (e.g. what the parameter count means). ``timing_batch``: the batch a step
+    timed on a device runs at, when the planned batch folds several micro-batches of gradient
+    accumulation into one (:func:`time_on_device`; device-hours scale by the batch ratio).
     """
 
     key: Mapping[str, Any]
@@ -129,6 +133,7 @@ class DryRunPlan:
     loss: Callable[[nn.Module], LossFn] | None = None
     callbacks: Callable[[LossFn], Sequence[Callback]] | None = None
     note: str = ""
+    timing_batch: int | None = None  # the batch a timed step runs at (default train.batch_size)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -180,6 +185,7 @@ class GroupResult:
     schedules: tuple[Schedule, ...]
     device: str  # TrainConfig.device of the study's runs
     note: str = ""
+    measured: DeviceMeasure | None = None  # steps timed on a device (``dry_run(..., time_steps=N)``)
 
     @property
     def configs(self) -> int:
@@ -216,6 +222,26 @@ class GroupResult:
         steps = schedule.optimizer_steps
         return throughput.hours(steps * self.flops_per_step(schedule.batch_size), steps, self.step.ops)
 
+    def measured_run_hours(self, schedule: Schedule) -> float:
+        """Device-hours of one configuration's training steps at the measured time per step (scaled
+        linearly when the schedule's batch differs from the one timed); ``nan`` when nothing was timed."""
+        if self.measured is None:
+            return float("nan")
+        per_step = self.measured.seconds_per_step * schedule.batch_size / self.measured.batch_size
+        return schedule.optimizer_steps * per_step / 3600.0
+
+    @property
+    def measured_hours(self) -> float:
+        """Device-hours of every configuration of the group, one after the other, at the measured pace."""
+        return sum(s.configs * self.measured_run_hours(s) for s in self.schedules)
+
+    @property
+    def measured_flops_per_s(self) -> float:
+        """FLOPs per second the timed steps sustained (FLOPs as counted by FlopCounterMode)."""
+        if self.measured is None:
+            return float("nan")
+        return self.flops_per_step(self.measured.batch_size) / self.measured.seconds_per_step
+
 
 @dataclass(frozen=True)
 class DryRunReport:
@@ -236,6 +262,11 @@ class DryRunReport:
     @property
     def gpu_hours(self) -> float:
         return sum(g.gpu_hours(self.throughput) for g in self.groups)
+
+    @property
+    def measured_hours(self) -> float:
+        """Device-hours of the whole profile at the measured pace (``nan`` unless every group was timed)."""
+        return sum(g.measured_hours for g in self.groups)
 
 
 def _plans(experiment: Experiment, config: dict[str, Any]) -> list[DryRunPlan]:
@@ -277,41 +308,134 @@ def training_step(plan: DryRunPlan, batch_size: int | None = None,
         return _step(plan, batch_size, flop_budget)
 
 
-def _step(plan: DryRunPlan, batch_size: int | None, flop_budget: float) -> StepMeasure:
+def _prepare(plan: DryRunPlan, device: torch.device, batch_size: int | None, flop_budget: float):
+    """The plan's model, optimizer, loss, callbacks and trainer state on ``device``, and one batch there."""
     model = plan.model().to("cpu").train()
     parameters = sum(p.numel() for p in model.parameters())
     if batch_size is None:
         batch_size = affordable_batch(model, plan, flop_budget)
-    optimizer = optimizer_for(model, plan.train, "cpu")
+    model = model.to(device)
+    optimizer = optimizer_for(model, plan.train, device.type)
     loss_fn = plan.loss(model) if plan.loss is not None else F.cross_entropy
     callbacks = list(plan.callbacks(loss_fn)) if plan.callbacks is not None else []
-    state = TrainState(model=model, optimizer=optimizer, config=plan.train, device=torch.device("cpu"),
+    state = TrainState(model=model, optimizer=optimizer, config=plan.train, device=device,
                        steps_per_epoch=plan.steps_per_epoch, n_train=plan.n_train, curves={})
     for callback in callbacks:
         callback.on_train_begin(state)
-    x, y = plan.batch(batch_size)
-    started = time.perf_counter()
-    with FlopCounterMode(display=False) as counter, OpCounter() as ops:
-        loss = loss_fn(model(x), y)
+    x, y = (t.to(device) for t in plan.batch(batch_size))
+    return model, parameters, batch_size, optimizer, loss_fn, callbacks, state, x, y
+
+
+def _train_step(forward: Callable[[Tensor], Tensor], loss_fn: LossFn, optimizer: torch.optim.Optimizer,
+                callbacks: Sequence[Callback], state: TrainState, x: Tensor, y: Tensor,
+                autocast: torch.dtype | None = None, counters: Sequence[Any] = ()) -> Tensor:
+    """One step as the trainer takes it: forward and loss (under ``autocast``), backward, optimizer step,
+    ``on_step_end``. ``counters`` (context managers) wrap forward and backward."""
+    with contextlib.ExitStack() as stack:
+        for counter in counters:
+            stack.enter_context(counter)
+        with torch.autocast(x.device.type, dtype=autocast) if autocast else contextlib.nullcontext():
+            loss = loss_fn(forward(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
     optimizer.step()  # element-wise: no FLOPs FlopCounterMode counts, and fused into a few kernels on a GPU
-    state.step = state.step_in_epoch = 1
+    state.step += 1
+    state.step_in_epoch += 1
     for callback in callbacks:
         callback.on_step_end(state)
+    return loss.detach()
+
+
+def _step(plan: DryRunPlan, batch_size: int | None, flop_budget: float) -> StepMeasure:
+    model, parameters, batch_size, optimizer, loss_fn, callbacks, state, x, y = _prepare(
+        plan, torch.device("cpu"), batch_size, flop_budget)
+    started = time.perf_counter()
+    flops, ops = FlopCounterMode(display=False), OpCounter()
+    loss = _train_step(model, loss_fn, optimizer, callbacks, state, x, y, counters=(flops, ops))
     seconds = time.perf_counter() - started
-    if not torch.isfinite(loss.detach()).all():
+    if not torch.isfinite(loss).all():
         raise FloatingPointError(f"the dry-run step's loss is {loss.item()} (model {type(model).__name__})")
-    return StepMeasure(type(model).__name__, batch_size, int(counter.get_total_flops()), ops.ops, seconds,
-                       float(loss.detach()), parameters)
+    return StepMeasure(type(model).__name__, batch_size, int(flops.get_total_flops()), ops.ops, seconds,
+                       float(loss), parameters)
+
+
+@dataclass(frozen=True)
+class DeviceMeasure:
+    """Training steps timed on a device at the paper's batch (the trainer's precision and compile settings).
+
+    ``seconds_per_step``: the median of ``steps`` timed steps after ``warmup`` untimed ones (compilation
+    and the allocator's first requests fall in the warm-up); ``peak_bytes``: the device's peak allocated
+    memory over the timed steps (CUDA; 0 elsewhere); ``losses``: first and last training loss, which
+    show that the steps trained.
+    """
+
+    device: str  # e.g. "cuda: NVIDIA H100 80GB HBM3" or "cpu"
+    batch_size: int
+    steps: int
+    warmup: int
+    seconds_per_step: float
+    peak_bytes: int
+    precision: str  # "bf16 autocast", "fp16 autocast" or "fp32"
+    compiled: bool
+    torch_version: str
+    losses: tuple[float, float]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, steps: int = 20, warmup: int = 5,
+                   compile: bool | None = None) -> DeviceMeasure:
+    """Time ``steps`` training steps of the plan at the paper's batch on ``device`` (:class:`DeviceMeasure`)
+    (at ``plan.timing_batch`` when set: one micro-batch of an accumulated step).
+
+    The step is :func:`training_step`'s (the study's loss and after-step callbacks, the study's optimizer),
+    under the autocast the trainer would use there (``TrainConfig.precision``: ``auto`` is bf16 on a CUDA
+    GPU) and compiled when ``compile`` (default: the trainer setting ``TrainConfig.compile``). The same
+    batch is fed every step: the time of data loading is not included, nor that of evaluation passes.
+    Weights come from seed 0; the caller's random state is restored.
+    """
+    from hacn_core.engine.results import device_description
+    from hacn_core.engine.training import _autocast_dtype, resolve_device
+
+    device = resolve_device(device) if isinstance(device, str) else device
+    compile = plan.train.compile if compile is None else compile
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(0)
+        model, _, batch_size, optimizer, loss_fn, callbacks, state, x, y = _prepare(
+            plan, device, plan.timing_batch or plan.train.batch_size, DEFAULT_FLOP_BUDGET)
+        autocast = _autocast_dtype(plan.train.precision, device)
+        forward = torch.compile(model) if compile else model
+        losses = [float(_train_step(forward, loss_fn, optimizer, callbacks, state, x, y, autocast))
+                  for _ in range(warmup)]
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        times = []
+        for _ in range(steps):
+            _sync(device)
+            started = time.perf_counter()
+            loss = _train_step(forward, loss_fn, optimizer, callbacks, state, x, y, autocast)
+            _sync(device)
+            times.append(time.perf_counter() - started)
+        losses.append(float(loss))
+        peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    precision = {None: "fp32", torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast"}[autocast]
+    return DeviceMeasure(device_description(str(device)), batch_size, steps, warmup, statistics.median(times), peak,
+                         precision, bool(compile), torch.__version__, (losses[0], losses[-1]))
 
 
 def dry_run(experiment: Experiment, profile: str = "paper", *, where: Mapping[str, Any] | None = None,
             flop_budget: float = DEFAULT_FLOP_BUDGET, throughput: Throughput = H100_ASSUMED,
-            progress: Callable[[str], None] | None = None) -> DryRunReport:
+            progress: Callable[[str], None] | None = None, time_steps: int = 0,
+            device: str = "auto") -> DryRunReport:
     """Dry-run the configurations of ``experiment`` at ``profile`` (matching ``where``); see the module docstring.
 
-    ``progress(line)`` is told about each group as it runs.
+    ``progress(line)`` is told about each group as it runs. With ``time_steps > 0`` each group also
+    trains that many timed steps at the paper's batch on ``device`` (:func:`time_on_device`; ``auto``:
+    the GPU when there is one), and the report gives device-hours at the measured pace beside the
+    assumed ones.
     """
     from hacn_core.engine.registry import check_where, where_context
 
@@ -335,8 +459,9 @@ def dry_run(experiment: Experiment, profile: str = "paper", *, where: Mapping[st
             sched = (p.train.batch_size, p.n_train, p.train.epochs, p.steps_per_epoch)
             counts[sched] = counts.get(sched, 0) + 1
         schedules = tuple(Schedule(*s, configs=n) for s, n in counts.items())
+        measured = time_on_device(first, device, steps=time_steps) if time_steps > 0 else None
         results.append(GroupResult(dict(first.key), tuple(first.batch(1)[0].shape[1:]), step,
-                                   first.train.batch_size, schedules, first.train.device, first.note))
+                                   first.train.batch_size, schedules, first.train.device, first.note, measured))
     return DryRunReport(experiment.id, profile, len(configs), tuple(results), throughput, flop_budget)
 
 
@@ -396,6 +521,56 @@ def format_report(report: DryRunReport) -> str:
         cpu = "; the study trains these on the CPU (device='cpu')" if g.device == "cpu" else ""
         lines.append(f"    group: {_count(g.optimizer_steps)} optimizer steps, {g.total_flops:.3g} FLOPs, "
                      f"{g.gpu_hours(tp):.3g} GPU-hours{cpu}")
+        if g.measured is not None:
+            lines += _measured_lines(g)
     lines += ["", f"Total: {report.configs} configurations, {report.total_flops:.3g} training FLOPs, "
                   f"{report.gpu_hours:.3g} GPU-hours one after the other (on the assumptions above)."]
+    if report.groups and all(g.measured is not None for g in report.groups):
+        lines.append(f"Measured on {report.groups[0].measured.device}: {report.measured_hours:.3g} device-hours one "
+                     "after the other (training steps at the timed pace; evaluation passes and data loading not "
+                     "included).")
     return "\n".join(lines)
+
+
+def _measured_lines(g: GroupResult) -> list[str]:
+    m = g.measured
+    assert m is not None
+    rate = g.measured_flops_per_s
+    memory = f", peak memory {m.peak_bytes / 2**30:.3g} GiB" if m.peak_bytes else ""
+    lines = [f"    timed on {m.device} ({m.precision}, {'compiled' if m.compiled else 'eager'}, torch "
+             f"{m.torch_version}): {m.seconds_per_step * 1e3:.3g} ms per step at batch {m.batch_size} "
+             f"({m.batch_size / m.seconds_per_step:,.0f} examples/s; median of {m.steps} steps after {m.warmup} "
+             f"untimed), {rate / 1e12:.3g} TFLOP/s = {100 * rate / H100_BF16_DENSE_PEAK:.1f}% of an H100's dense "
+             f"bf16 peak{memory}; loss {m.losses[0]:.4g} -> {m.losses[1]:.4g}"]
+    for sched in g.schedules:
+        lines.append(f"    at that pace: {g.measured_run_hours(sched):.3g} device-hours per run of "
+                     f"{sched.optimizer_steps:,} steps (batch {sched.batch_size})")
+    return lines
+
+
+def report_record(report: DryRunReport) -> dict[str, Any]:
+    """The report as a JSON-ready record: per group its key, parameters, FLOPs per step, schedules, the
+    assumed GPU-hours and, where steps were timed, the measurement; with the code version."""
+    from dataclasses import asdict
+
+    from hacn_core.engine.results import code_version, library_versions
+
+    def group(g: GroupResult) -> dict[str, Any]:
+        return {
+            "key": {k: repr(v) if not isinstance(v, (int, float, str, bool, type(None))) else v
+                    for k, v in g.key.items()},
+            "input_shape": list(g.input_shape), "parameters": g.parameters, "paper_batch": g.paper_batch,
+            "flops_per_step": g.flops_per_step(), "cpu_step": asdict(g.step),
+            "schedules": [asdict(s) | {"optimizer_steps": s.optimizer_steps} for s in g.schedules],
+            "assumed_gpu_hours": g.gpu_hours(report.throughput),
+            "measured": None if g.measured is None else asdict(g.measured) | {
+                "flops_per_s": g.measured_flops_per_s, "device_hours": g.measured_hours,
+                "fraction_of_h100_bf16_peak": g.measured_flops_per_s / H100_BF16_DENSE_PEAK},
+        }
+
+    return {"experiment": report.experiment, "profile": report.profile, "configs": report.configs,
+            "throughput_assumed": asdict(report.throughput), "flop_budget": report.flop_budget,
+            "groups": [group(g) for g in report.groups], "assumed_gpu_hours": report.gpu_hours,
+            "measured_device_hours": report.measured_hours if report.groups and all(
+                g.measured is not None for g in report.groups) else None,
+            "code": code_version(), "versions": library_versions(), "skipped": report.skipped}

@@ -384,9 +384,13 @@ def code_version() -> dict[str, Any]:
     """Git commit of the library and whether its tracked files had uncommitted changes.
 
     Read once per process, at the first run: the code a process runs is the code
-    it imported when it started, whatever is committed while it trains.
+    it imported when it started, whatever is committed while it trains. Outside a git
+    checkout, ``$HACN_GIT_COMMIT`` names the commit the copy was made from.
     """
     commit = _git("rev-parse", "HEAD")
+    if commit is None and os.environ.get("HACN_GIT_COMMIT"):
+        # a copy of the code without its .git (an export, a remote machine): the commit it was made from
+        return {"git_commit": os.environ["HACN_GIT_COMMIT"], "git_dirty": None}
     dirty = _git("status", "--porcelain", "--untracked-files=no", "--", "hacn_core")
     return {"git_commit": commit, "git_dirty": bool(dirty) if dirty is not None else None}
 

@@ -487,7 +487,8 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
                       model=lambda: build_model(config), batch=batch, train=train,
                       n_train=config["steps"] * per_step, loss=lambda model: lm_loss,
                       note=f"one optimizer step = {config['batch_size']} x {config['accumulate']} accumulated "
-                           f"sequences of {config['block_size']} tokens")
+                           f"sequences of {config['block_size']} tokens",
+                      timing_batch=config["batch_size"])
 
 
 EXPERIMENT = Experiment(

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The checks that need a GPU, as one script (a lent GPU machine's time is short): the environment, the
+# CUDA tests of the trainer, the paper decoder's tokens/s and MFU (benchmarks/bench_decoder_mfu.py), and
+# the paper profiles timed on the GPU (run --dry-run --time-steps). Writes into $OUT (default ./gpu-out):
+# env.txt, pytest.txt, decoder_mfu.txt/.json, dryrun.txt and dryrun.tar (one JSON per experiment).
+#
+#   tools/gpu_checks.sh [DEADLINE_SECONDS]       # e.g. 480: later steps are skipped past the deadline
+set -u
+out=${OUT:-gpu-out}; mkdir -p "$out/dry"
+deadline=$(( $(date +%s) + ${1:-480} ))
+py=${HACN_PYTHON:-python3}
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} HACN_DATA=${HACN_DATA:-/tmp/hacn-no-data}
+left() { echo $(( deadline - $(date +%s) )); }
+{ date; nvidia-smi; "$py" -c "import torch, sys; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"; } > "$out/env.txt" 2>&1
+echo "== decoder MFU (left $(left) s)"
+timeout 240 "$py" benchmarks/bench_decoder_mfu.py --json "$out/decoder_mfu.json" 2>&1 | tee "$out/decoder_mfu.txt"
+echo "== CUDA tests (left $(left) s)"
+timeout 120 "$py" -m pytest -q -x -n 8 -p no:cacheprovider tests/test_training.py tests/test_optim.py \
+  tests/test_decoder.py tests/test_vit.py > "$out/pytest.txt" 2>&1; echo "pytest exit $?" >> "$out/pytest.txt"
+tail -5 "$out/pytest.txt"
+for exp in ${HACN_GPU_EXPERIMENTS:-hacn-decoder hacn-vit hacn-mixer-long width-connectivity awnn-images awnn-text gates-cifar}; do
+  budget=$(( $(left) - 10 )); [ "$budget" -lt 30 ] && { echo "== $exp skipped: deadline" | tee -a "$out/dryrun.txt"; continue; }
+  [ "$budget" -gt 120 ] && budget=120
+  echo "== $exp (left $(left) s)" | tee -a "$out/dryrun.txt"
+  timeout "$budget" "$py" -m hacn_core run "$exp" --profile paper --dry-run --time-steps 20 \
+    --json "$out/dry/$exp.json" >> "$out/dryrun.txt" 2>&1; echo "exit $?" | tee -a "$out/dryrun.txt"
+done
+tar -cf "$out/dryrun.tar" -C "$out" dry && rm -rf "$out/dry"
+echo "done (left $(left) s)"
