@@ -121,7 +121,7 @@ def _selection(experiment: Experiment, profile: str, pairs: Sequence[str]) -> di
 
 
 def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any], time_steps: int = 0,
-             json_path: str | None = None) -> int:
+             json_path: str | None = None, compiled: bool = False) -> int:
     """``run --dry-run [--time-steps N] [--json FILE]``: the report of :func:`hacn_core.engine.dry_run.dry_run`."""
     from hacn_core.engine.dry_run import dry_run, format_report, report_record
     from hacn_core.engine.results import _write_atomic
@@ -129,7 +129,7 @@ def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any], time_s
     if time_steps < 0:
         raise UsageError(f"--time-steps: {time_steps} is negative; allowed: 0 (time nothing) or a step count")
     report = dry_run(experiment, profile, where=where, progress=lambda line: print(line, file=sys.stderr),
-                     time_steps=time_steps)
+                     time_steps=time_steps, compile=True if compiled else None)
     print(format_report(report))
     if json_path:
         _write_atomic(Path(json_path), json.dumps(report_record(report), indent=1, default=str) + "\n")
@@ -211,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--time-steps", type=int, default=0, metavar="N",
                        help="with --dry-run: also time N training steps of each model at the paper's batch on the "
                             "GPU (or the CPU without one) and give device-hours at that pace")
+    run_p.add_argument("--compiled", action="store_true",
+                       help="with --time-steps: time the steps under torch.compile (default: as the study trains)")
     run_p.add_argument("--json", default=None, metavar="FILE", help="with --dry-run: also write the report as JSON")
     run_p.add_argument("--checkpoint-every", default=None, metavar="EVERY",
                        help="checkpoint every 60s, 5m or 500steps (sets $HACN_CHECKPOINT_EVERY; "
@@ -260,9 +262,9 @@ def _command(args: argparse.Namespace) -> int:
             raise UsageError(err.args[0]) from err
         where = _selection(experiment, profile, args.where)
         if args.dry_run:
-            return _dry_run(experiment, profile, where, args.time_steps, args.json)
-        if args.time_steps or args.json:
-            raise UsageError("--time-steps and --json go with --dry-run")
+            return _dry_run(experiment, profile, where, args.time_steps, args.json, args.compiled)
+        if args.time_steps or args.json or args.compiled:
+            raise UsageError("--time-steps, --compiled and --json go with --dry-run")
         if not _use_checkpoint_every(args.checkpoint_every):
             return 2
         store = ResultsStore(args.results) if args.results else default_store(profile)

@@ -97,9 +97,10 @@ class KillAt(Callback):
 
 
 def test_fit_matches_hand_written_loop():
-    """Same order, same AdamW groups: identical parameters and the same loss curve."""
+    """Same order, same AdamW groups: identical parameters and the same loss curve (on the CPU, in fp32,
+    where the reference runs: on a GPU ``precision="auto"`` is bf16 autocast)."""
     X, y = make_data(90)
-    cfg = TrainConfig(epochs=3, batch_size=16, lr=3e-3, weight_decay=0.1, seed=7)
+    cfg = TrainConfig(epochs=3, batch_size=16, lr=3e-3, weight_decay=0.1, seed=7, device="cpu")
     model = GatedNet()
     res = fit(model, (X, y), cfg, progress=False)
 
@@ -158,7 +159,7 @@ def test_label_smoothing_matches_formula():
     eps, K = 0.2, 3
     model, ref = GatedNet(), GatedNet()
     fit(model, (X, y), TrainConfig(epochs=1, batch_size=40, lr=0.5, optimizer="sgd", momentum=0.0,
-                                   label_smoothing=eps), progress=False)
+                                   label_smoothing=eps, device="cpu"), progress=False)
     logp = torch.log_softmax(ref(X), dim=1)
     loss = (-(1 - eps) * logp.gather(1, y[:, None]).squeeze(1) - eps / K * logp.sum(1)).mean()
     grads = torch.autograd.grad(loss, list(ref.parameters()))
@@ -390,6 +391,28 @@ def test_progress_bar_and_nonfinite_helpers(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- NaN guard
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("sync_every", [0, 1])
+def test_nan_guard_on_a_gpu_names_the_step_and_the_saved_update(tmp_path, sync_every):
+    """On a GPU the losses stay on the device and are read every ``sync_every`` steps (0: the default, a
+    few steps): the error still names the step whose loss was NaN, and the checkpoint is the state when
+    it was read, which the message names; with ``sync_every=1`` it is the state before that update."""
+    X, y = make_data(40)
+    calls = []
+
+    def loss_fn(out, target):
+        calls.append(1)
+        loss = F.cross_entropy(out, target)
+        return loss * float("nan") if len(calls) == 4 else loss
+
+    cfg = TrainConfig(epochs=2, batch_size=8, lr=1e-2, device="cuda", sync_every=sync_every)
+    with pytest.raises(NonFiniteLossError, match=r"at step 3 \(epoch 0\)") as err:
+        fit(GatedNet(), (X, y), cfg, loss_fn=loss_fn, checkpoint_dir=tmp_path, progress=False)
+    saved = load_checkpoint(err.value.checkpoint)["position"]["global_step"]
+    assert err.value.step == 3 and saved >= 3
+    assert (saved == 3) if sync_every == 1 else (saved == 3 or f"before update {saved}" in str(err.value))
+
+
 def test_injected_nan_stops_at_that_step_with_a_loadable_checkpoint(tmp_path):
     X, y = make_data(40)
     calls = []
@@ -399,7 +422,7 @@ def test_injected_nan_stops_at_that_step_with_a_loadable_checkpoint(tmp_path):
         loss = F.cross_entropy(out, target)
         return loss * float("nan") if len(calls) == 4 else loss  # the 4th step (step 3)
 
-    cfg = TrainConfig(epochs=2, batch_size=8, lr=1e-2)
+    cfg = TrainConfig(epochs=2, batch_size=8, lr=1e-2, device="cpu")  # the CPU reads every loss at once
     with pytest.raises(NonFiniteLossError, match=r"at step 3 \(epoch 0\)") as err:
         fit(GatedNet(), (X, y), cfg, loss_fn=loss_fn, checkpoint_dir=tmp_path, progress=False)
     assert err.value.step == 3 and math.isnan(err.value.loss)

@@ -429,13 +429,13 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
 def dry_run(experiment: Experiment, profile: str = "paper", *, where: Mapping[str, Any] | None = None,
             flop_budget: float = DEFAULT_FLOP_BUDGET, throughput: Throughput = H100_ASSUMED,
             progress: Callable[[str], None] | None = None, time_steps: int = 0,
-            device: str = "auto") -> DryRunReport:
+            device: str = "auto", compile: bool | None = None) -> DryRunReport:
     """Dry-run the configurations of ``experiment`` at ``profile`` (matching ``where``); see the module docstring.
 
     ``progress(line)`` is told about each group as it runs. With ``time_steps > 0`` each group also
     trains that many timed steps at the paper's batch on ``device`` (:func:`time_on_device`; ``auto``:
-    the GPU when there is one), and the report gives device-hours at the measured pace beside the
-    assumed ones.
+    the GPU when there is one; compiled when ``compile``, default the study's ``TrainConfig.compile``),
+    and the report gives device-hours at the measured pace beside the assumed ones.
     """
     from hacn_core.engine.registry import check_where, where_context
 
@@ -459,7 +459,7 @@ def dry_run(experiment: Experiment, profile: str = "paper", *, where: Mapping[st
             sched = (p.train.batch_size, p.n_train, p.train.epochs, p.steps_per_epoch)
             counts[sched] = counts.get(sched, 0) + 1
         schedules = tuple(Schedule(*s, configs=n) for s, n in counts.items())
-        measured = time_on_device(first, device, steps=time_steps) if time_steps > 0 else None
+        measured = time_on_device(first, device, steps=time_steps, compile=compile) if time_steps > 0 else None
         results.append(GroupResult(dict(first.key), tuple(first.batch(1)[0].shape[1:]), step,
                                    first.train.batch_size, schedules, first.train.device, first.note, measured))
     return DryRunReport(experiment.id, profile, len(configs), tuple(results), throughput, flop_budget)
