@@ -58,6 +58,7 @@ import functools
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -128,11 +129,13 @@ def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any], time_s
 
     if time_steps < 0:
         raise UsageError(f"--time-steps: {time_steps} is negative; allowed: 0 (time nothing) or a step count")
+    started = time.monotonic()
     report = dry_run(experiment, profile, where=where, progress=lambda line: print(line, file=sys.stderr),
                      time_steps=time_steps, compile=True if compiled else None)
     print(format_report(report))
     if json_path:
-        _write_atomic(Path(json_path), json.dumps(report_record(report), indent=1, default=str) + "\n")
+        record = report_record(report, wall_seconds=time.monotonic() - started)
+        _write_atomic(Path(json_path), json.dumps(record, indent=1, default=str) + "\n")
     return 0
 
 

@@ -130,7 +130,7 @@ def test_fit_matches_hand_written_loop():
 def test_gradient_accumulation_equals_larger_batch():
     """accumulate=2 with batch 8 == batch 16, including an uneven last step (60 = 3*16 + 12)."""
     X, y = make_data(60)
-    base = dict(epochs=2, lr=0.05, optimizer="sgd", momentum=0.9, seed=1)
+    base = dict(epochs=2, lr=0.05, optimizer="sgd", momentum=0.9, seed=1, device="cpu")  # fp32, as compared
     a, b = GatedNet(), GatedNet()
     ra = fit(a, (X, y), TrainConfig(batch_size=8, accumulate=2, **base), progress=False)
     rb = fit(b, (X, y), TrainConfig(batch_size=16, **base), progress=False)
@@ -144,7 +144,7 @@ def test_gradient_clipping_rescales_to_max_norm():
     X, y = make_data(32)
     model, ref = GatedNet(), GatedNet()
     fit(model, (X, y), TrainConfig(epochs=1, batch_size=32, lr=1.0, optimizer="sgd", momentum=0.0,
-                                   grad_clip=0.05), progress=False)
+                                   grad_clip=0.05, device="cpu"), progress=False)
     loss = F.cross_entropy(ref(X[epoch_permutation(32, 0, 0)]), y[epoch_permutation(32, 0, 0)])
     grads = torch.autograd.grad(loss, list(ref.parameters()))
     norm = torch.sqrt(sum((g ** 2).sum() for g in grads))
@@ -442,7 +442,8 @@ def test_huge_learning_rate_raises_non_finite_error():
     X, y = make_data(40)
     X = X * 1e3
     with pytest.raises(NonFiniteLossError, match="non-finite training loss .* at step") as err:
-        fit(GatedNet(), (X, y), TrainConfig(epochs=20, batch_size=8, lr=1e30, optimizer="sgd"), progress=False)
+        fit(GatedNet(), (X, y), TrainConfig(epochs=20, batch_size=8, lr=1e30, optimizer="sgd", device="cpu"),
+            progress=False)  # on a GPU the read is deferred: test_nan_guard_on_a_gpu_names_the_step_and_the_saved_update
     # no checkpoint_dir: the state is saved into a temporary folder named in the message
     assert str(err.value.checkpoint) in str(err.value)
     ck = load_checkpoint(err.value.checkpoint)
@@ -463,7 +464,7 @@ def test_validation_metrics_records_and_callbacks_are_json_curves():
         widths.append(state.step)
         return {"width": 16, "k_now": state.model.k.detach()}
 
-    cfg = TrainConfig(epochs=5, batch_size=20, lr=1e-2, eval_every=2, record_every=2)
+    cfg = TrainConfig(epochs=5, batch_size=20, lr=1e-2, eval_every=2, record_every=2, device="cpu")
     model = GatedNet()
     res = fit(model, (X, y), cfg, val=val, test=val, callbacks=[width], progress=False,
               metrics={"accuracy": training.accuracy, "error": lambda o, t: (o.argmax(1) != t).float().mean()})

@@ -548,9 +548,10 @@ def _measured_lines(g: GroupResult) -> list[str]:
     return lines
 
 
-def report_record(report: DryRunReport) -> dict[str, Any]:
+def report_record(report: DryRunReport, wall_seconds: float | None = None) -> dict[str, Any]:
     """The report as a JSON-ready record: per group its key, parameters, FLOPs per step, schedules, the
-    assumed GPU-hours and, where steps were timed, the measurement; with the code version."""
+    assumed GPU-hours and, where steps were timed, the measurement; with the code version, the torch
+    thread count and ``wall_seconds`` (the dry run's, when the caller timed it)."""
     from dataclasses import asdict
 
     from hacn_core.engine.results import code_version, library_versions
@@ -573,4 +574,5 @@ def report_record(report: DryRunReport) -> dict[str, Any]:
             "groups": [group(g) for g in report.groups], "assumed_gpu_hours": report.gpu_hours,
             "measured_device_hours": report.measured_hours if report.groups and all(
                 g.measured is not None for g in report.groups) else None,
-            "code": code_version(), "versions": library_versions(), "skipped": report.skipped}
+            "code": code_version(), "versions": library_versions(), "threads": torch.get_num_threads(),
+            "wall_seconds": wall_seconds, "skipped": report.skipped}

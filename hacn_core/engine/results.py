@@ -385,12 +385,14 @@ def code_version() -> dict[str, Any]:
 
     Read once per process, at the first run: the code a process runs is the code
     it imported when it started, whatever is committed while it trains. Outside a git
-    checkout, ``$HACN_GIT_COMMIT`` names the commit the copy was made from.
+    checkout (or in a copy whose .git is not its own), ``$HACN_GIT_COMMIT`` names the commit the
+    copy was made from.
     """
-    commit = _git("rev-parse", "HEAD")
-    if commit is None and os.environ.get("HACN_GIT_COMMIT"):
-        # a copy of the code without its .git (an export, a remote machine): the commit it was made from
+    if os.environ.get("HACN_GIT_COMMIT"):
+        # a copy of the code whose .git is missing or not its own (an export, a remote machine's copy of a
+        # working tree): the commit it was made from, as the caller says
         return {"git_commit": os.environ["HACN_GIT_COMMIT"], "git_dirty": None}
+    commit = _git("rev-parse", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no", "--", "hacn_core")
     return {"git_commit": commit, "git_dirty": bool(dirty) if dirty is not None else None}
 

@@ -1,0 +1,95 @@
+"""What the paper profiles cost on a GPU, as measured there: the stored records of ``results/gpu-costs/``.
+
+Two kinds of record, each written on a lent GPU machine (``tools/gpu_checks.sh``) and stored with its
+device, versions, code commit, thread count and wall time:
+
+* ``dry-run-<experiment>[...].json``: ``python -m hacn_core run <experiment> --profile paper --dry-run
+  --time-steps N --json FILE`` (:func:`hacn_core.engine.dry_run.report_record`): per group of
+  configurations, FLOPs per step counted on the CPU, N training steps timed on the GPU at the paper's
+  batch, and the device-hours of the whole profile at that pace beside the assumed ones;
+* ``decoder-mfu.json``: ``benchmarks/bench_decoder_mfu.py``: tokens/s and model FLOPs utilisation of the
+  paper's 208.54M decoder (H-ACN Table 4), eager and compiled, ResNet against H-ACN.
+
+The functions here turn them into the tables of the performance appendix (through
+:func:`hacn_core.engine.tables.house_table` in the notebook).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from hacn_core.engine.results import REPO_ROOT
+
+#: Where the records are stored
+COSTS_DIR = REPO_ROOT / "results" / "gpu-costs"
+
+
+def load_records(folder: Path | str = COSTS_DIR) -> dict[str, dict[str, Any]]:
+    """Every record of ``folder`` by file stem (``dry-run-hacn-vit``, ``decoder-mfu``, ...); empty when none."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    return {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}
+
+
+def _mode(measured: dict[str, Any]) -> str:
+    return f"{measured['precision']}, {'compiled' if measured['compiled'] else 'eager'}"
+
+
+def profile_costs(records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per dry-run record: the experiment, how its steps ran, the range of milliseconds per step
+    over its groups, the device-hours of the whole paper profile at the timed pace and on the assumption
+    the CPU dry run makes (35% of an H100's bf16 peak or 5 us per kernel launch), and their ratio."""
+    rows = []
+    for stem, rec in records.items():
+        if not stem.startswith("dry-run-") or not rec.get("groups"):
+            continue
+        timed = [g["measured"] for g in rec["groups"] if g.get("measured")]
+        if len(timed) != len(rec["groups"]):
+            continue  # partly timed: no whole-profile figure
+        ms = [1e3 * m["seconds_per_step"] for m in timed]
+        scope = rec["configs"] if rec["measured_device_hours"] is not None else 0
+        rows.append({
+            "experiment": rec["experiment"], "record": stem, "device": timed[0]["device"].removeprefix("cuda: "),
+            "mode": _mode(timed[0]), "configurations": scope, "groups": len(rec["groups"]),
+            "ms_per_step_min": min(ms), "ms_per_step_median": statistics.median(ms), "ms_per_step_max": max(ms),
+            "measured_hours": rec["measured_device_hours"], "assumed_hours": rec["assumed_gpu_hours"],
+            "measured_over_assumed": rec["measured_device_hours"] / rec["assumed_gpu_hours"],
+            "best_fraction_of_peak": max(g["measured"]["fraction_of_h100_bf16_peak"] for g in rec["groups"]),
+        })
+    return rows
+
+
+def group_costs(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per group of one dry-run record: its distinguishing key entries, parameters, batch,
+    milliseconds per step, examples/s, sustained TFLOP/s and peak GPU memory."""
+    groups = record["groups"]
+    shared = {k for k in groups[0]["key"] if all(g["key"].get(k) == groups[0]["key"][k] for g in groups)}
+    rows = []
+    for g in groups:
+        m = g["measured"]
+        own = ", ".join(f"{k}={v}" for k, v in g["key"].items() if k not in shared)
+        rows.append({"group": own or "(one model)", "configurations": sum(s["configs"] for s in g["schedules"]),
+                     "parameters": g["parameters"], "batch": m["batch_size"],
+                     "ms_per_step": 1e3 * m["seconds_per_step"], "examples_per_s": m["batch_size"] / m["seconds_per_step"],
+                     "tflops": g["measured"]["flops_per_s"] / 1e12, "peak_gib": m["peak_bytes"] / 2**30,
+                     "hours": g["measured"]["device_hours"], "mode": _mode(m)})
+    return rows
+
+
+def decoder_mfu(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of ``bench_decoder_mfu.py``'s record: rule, eager or compiled, ms per step, tokens/s, MFU,
+    peak memory; each with its ratio to the ResNet in the same mode."""
+    rows = record["rows"]
+    out = []
+    for r in rows:
+        base = next(b for b in rows if b["rule"] == "resnet" and b["compiled"] == r["compiled"])
+        out.append({"rule": r["rule"], "mode": "compiled" if r["compiled"] else "eager",
+                    "ms_per_step": 1e3 * r["seconds_per_step"], "tokens_per_s": r["tokens_per_s"],
+                    "mfu_percent": 100 * r["mfu"], "peak_gib": r["peak_bytes"] / 2**30,
+                    "time_vs_resnet": r["seconds_per_step"] / base["seconds_per_step"],
+                    "memory_vs_resnet": r["peak_bytes"] / base["peak_bytes"]})
+    return out
