@@ -4,7 +4,8 @@
 # the paper profiles timed on the GPU (run --dry-run --time-steps). Writes into $OUT (default ./gpu-out):
 # env.txt, pytest.txt, decoder_mfu.txt/.json, dryrun.txt and dryrun.tar (one JSON per experiment).
 #
-#   tools/gpu_checks.sh [DEADLINE_SECONDS]       # e.g. 480: later steps are skipped past the deadline
+#   tools/device_tree.sh hide; tools/gpu_checks.sh [DEADLINE_SECONDS]; tools/device_tree.sh restore
+#   (DEADLINE_SECONDS e.g. 480: later steps are skipped past it; results/ is too big to send along)
 set -u
 out=${OUT:-gpu-out}; mkdir -p "$out/dry"
 deadline=$(( $(date +%s) + ${1:-480} ))
