@@ -249,3 +249,17 @@ def test_zero_stored_runs_render_every_table_and_no_claim():
                   tr.coverage_table(hd.EXPERIMENT.runs("book"), []), tr.cost_table(hd, []),
                   tr.coverage_table(hda.EXPERIMENT.runs("book"), [])):
         assert "nan" not in str(house_table(frame, missing_note="not stored yet").data).lower()
+
+
+def test_cloze_reading_says_when_the_cloze_sits_at_chance():
+    """300 items, 4 choices: the standard error at chance is sqrt(0.25 x 0.75 / 300) = 2.5 points. Means within
+    two of them cannot rank the models; the hand-made study's 36-44% (4.4 standard errors up) can."""
+    at_chance = [decoder_run(rule, s, cloze=(0.25 + 0.01 * s, 0.26, 0.24)) for rule in ("resnet", "acn", "hacn")
+                 for s in (0, 1, 2)]
+    text = tr.cloze_reading(at_chance)
+    assert "Chance is 25% (4 choices)" in text and "standard error of 2.5 points" in text
+    assert "from 24.0% to 26.0%" in text and "at most 0.4 standard errors" in text
+    assert "cannot rank the models" in text
+    above = tr.cloze_reading(study())
+    assert "cannot rank" not in above and "H-ACN is furthest above chance (45.0% at p = 0)" in above
+    assert tr.cloze_reading([]).startswith("No run is stored yet")

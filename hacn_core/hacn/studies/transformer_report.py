@@ -709,6 +709,39 @@ def cloze_table(results: Sequence[RunResult]):
     return pd.DataFrame(rows)
 
 
+def cloze_reading(results: Sequence[RunResult], within: float = 2.0) -> str:
+    """One sentence on whether the cloze can rank the models at all: chance is ``1 / cloze_choices``, a
+    model's accuracy on ``n`` items has the binomial standard error ``sqrt(c (1 - c) / n)`` at chance ``c``,
+    and when every rule's mean over its seeds lies within ``within`` standard errors of chance at every
+    noise rate, the gaps between rules are read as noise around chance, not as robustness."""
+    runs = {rule: cell for rule, cell in main_runs(results).items() if cell}
+    if not runs:
+        return "No run is stored yet, so the cloze cannot be read."
+    first = next(iter(runs.values()))[0].config
+    k, n = first["cloze_choices"], first["cloze_items"]
+    chance = 1.0 / k
+    se = math.sqrt(chance * (1 - chance) / n)
+    means = {(rule, p): float(np.mean(_values(cell, _cloze_metric(p)))) for rule, cell in runs.items()
+             for p in hd.CLOZE_NOISE if _values(cell, _cloze_metric(p))}
+    if not means:
+        return "No stored run has cloze accuracies, so the cloze cannot be read."
+    worst = max(abs(m - chance) for m in means.values())
+    lo, hi = min(means.values()), max(means.values())
+    seeds = sorted({len(cell) for cell in runs.values()})
+    n_seeds = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+    facts = (f"Chance is {100 * chance:.0f}% ({k} choices), and one model's accuracy on {n} items has a standard "
+             f"error of {100 * se:.1f} points there. The rules' means over their {n_seeds} seeds run from "
+             f"{100 * lo:.1f}% to {100 * hi:.1f}%, at most {worst / se:.1f} standard errors from chance")
+    if worst <= within * se:
+        return (facts + ". At this budget the cloze cannot rank the models: the decoders do not yet use the "
+                "context to pick the true next line, so the gaps between rules, with or without noise, are noise "
+                "around chance and say nothing about robustness.")
+    best = max(means, key=means.get)
+    return (facts + f". The models read the context: {hmr.RULE_LABELS[best[0]]} is furthest above chance "
+            f"({100 * means[best]:.1f}% at p = {best[1]:g}), and the gaps between rules can be read with their "
+            "intervals.")
+
+
 def plot_cloze(results: Sequence[RunResult]):
     """Table 1 / Fig. 4c: (a) cloze accuracy against the noise rate per rule (chance: one in ``cloze_choices``);
     (b) H-ACN − ResNet at each rate, the paper's HellaSwag gap (grey) beside ours."""
