@@ -125,7 +125,7 @@ def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any], time_s
              json_path: str | None = None, compiled: bool = False) -> int:
     """``run --dry-run [--time-steps N] [--json FILE]``: the report of :func:`hacn_core.engine.dry_run.dry_run`."""
     from hacn_core.engine.dry_run import dry_run, format_report, report_record
-    from hacn_core.engine.results import _write_atomic
+    from hacn_core.engine.results import write_atomic
 
     if time_steps < 0:
         raise UsageError(f"--time-steps: {time_steps} is negative; allowed: 0 (time nothing) or a step count")
@@ -135,7 +135,7 @@ def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any], time_s
     print(format_report(report))
     if json_path:
         record = report_record(report, wall_seconds=time.monotonic() - started)
-        _write_atomic(Path(json_path), json.dumps(record, indent=1, default=str) + "\n")
+        write_atomic(Path(json_path), json.dumps(record, indent=1, default=str) + "\n")
     return 0
 
 

@@ -398,7 +398,7 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
     Weights come from seed 0; the caller's random state is restored.
     """
     from hacn_core.engine.results import device_description
-    from hacn_core.engine.training import _autocast_dtype, resolve_device
+    from hacn_core.engine.training import autocast_dtype, resolve_device
 
     device = resolve_device(device) if isinstance(device, str) else device
     compile = plan.train.compile if compile is None else compile
@@ -406,7 +406,7 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
         torch.manual_seed(0)
         model, _, batch_size, optimizer, loss_fn, callbacks, state, x, y = _prepare(
             plan, device, plan.timing_batch or plan.train.batch_size, DEFAULT_FLOP_BUDGET)
-        autocast = _autocast_dtype(plan.train.precision, device)
+        autocast = autocast_dtype(plan.train.precision, device)
         forward = torch.compile(model) if compile else model
         losses = [float(_train_step(forward, loss_fn, optimizer, callbacks, state, x, y, autocast))
                   for _ in range(warmup)]

@@ -517,7 +517,7 @@ class ResultsStore:
         if path.exists():
             self.read(path)  # raises if the existing file is corrupt: never overwrite it silently
             raise ResultError(f"{path} exists already; delete it first to rerun this configuration")
-        _write_atomic(path, result.to_json())
+        write_atomic(path, result.to_json())
         return path
 
     def iter_results(self, experiment: str | None = None) -> Iterator[RunResult]:
@@ -612,7 +612,7 @@ def add_checksums(root: str | os.PathLike[str]) -> list[Path]:
         if _result_text(data) != text:
             raise ResultError(f"{path}: not in the store's format; add its checksum by hand or restore it from git")
         data["checksum"] = result_checksum(data["metrics"], data.get("curves", {}))
-        _write_atomic(path, _result_text(data))
+        write_atomic(path, _result_text(data))
         changed.append(path)
     return changed
 
@@ -622,7 +622,7 @@ def _result_text(data: Mapping[str, Any]) -> str:
     return json.dumps(data, indent=1, sort_keys=True, allow_nan=True) + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in its folder, fsync and rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
@@ -744,11 +744,11 @@ def _save_or_keep_pending(store: ResultsStore, result: RunResult) -> RunResult:
         target = store.path_for(result.experiment, result.config)
         pending: Path | None = store.pending_path(result.experiment, result.config)
         try:
-            _write_atomic(pending, result.to_json())
+            write_atomic(pending, result.to_json())
         except OSError:
             pending = Path(tempfile.gettempdir()) / f"hacn-pending-{result.experiment}-{result.config_hash}.json"
             try:
-                _write_atomic(pending, result.to_json())
+                write_atomic(pending, result.to_json())
             except OSError:
                 pending = None
         if pending is None:

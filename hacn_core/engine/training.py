@@ -165,6 +165,7 @@ __all__ = [
     "TrainResult",
     "TrainState",
     "accuracy",
+    "autocast_dtype",
     "epoch_permutation",
     "evaluate",
     "first_nonfinite",
@@ -351,7 +352,7 @@ def resolve_device(spec: str = "auto", local_rank: int | None = None) -> torch.d
     return dev
 
 
-def _autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """``auto``: bf16 on CUDA GPUs that support it, fp32 elsewhere."""
     if precision == "auto":
         ok = device.type == "cuda" and torch.cuda.is_bf16_supported()
@@ -664,7 +665,7 @@ def evaluate(model: nn.Module, data: Any, *, metrics: Mapping[str, Callable] | N
     split = _Split(data, "data", dev, True, 0, collate_fn, _to_device)
     allm = {"loss": loss_fn or _cross_entropy(0.0), **(metrics if metrics is not None else {"accuracy": accuracy})}
     return _evaluate_split(model.to(dev), split, batch_size, allm, forward or _default_forward,
-                           _autocast_dtype(precision, dev), 0, 1, dev)
+                           autocast_dtype(precision, dev), 0, 1, dev)
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -689,7 +690,7 @@ class _Run:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         self.comm_device = self.device if self.world > 1 and _backend() == "nccl" else torch.device("cpu")
-        self.autocast = _autocast_dtype(cfg.precision, self.device)
+        self.autocast = autocast_dtype(cfg.precision, self.device)
         self.model = model.to(self.device)
         self.forward = forward or _default_forward
         self.loss_fn = loss_fn or _cross_entropy(cfg.label_smoothing)
