@@ -145,3 +145,20 @@ def test_stored_decoder_mfu_follows_nanogpts_formula():
     table = dc.decoder_mfu(rec)
     assert {(t["rule"], t["mode"]) for t in table} == {(r, m) for r in ("resnet", "hacn") for m in ("eager", "compiled")}
     assert all(t["time_vs_resnet"] == 1.0 for t in table if t["rule"] == "resnet")
+
+
+@needs_records
+def test_readings_of_the_stored_records():
+    lines = dc.decoder_reading(RECORDS["decoder-mfu"])
+    table = {(t["rule"], t["mode"]): t for t in dc.decoder_mfu(RECORDS["decoder-mfu"])}
+    for line, mode in zip(lines, ("eager", "compiled")):
+        ok = table[("hacn", mode)]["time_vs_resnet"] <= 1.05 and table[("hacn", mode)]["memory_vs_resnet"] <= 1.05
+        assert line.startswith(f"{mode}: ") and ("within" if ok else "outside") in line
+    # Table 4's run: 240,000 steps of 4 micro-batches at the compiled H-ACN pace
+    hours = 240_000 * 4 * table[("hacn", "compiled")]["ms_per_step"] / 1e3 / 3600
+    assert f"takes {hours:.0f} H100-hours" in lines[-1]
+    speedups = dc.compile_speedups(RECORDS)
+    assert len(speedups) == 2 and all("compiled (" in s for s in speedups)
+    per_op = dc.time_per_operator(RECORDS)
+    assert list(per_op.values()) == sorted(per_op.values()) and all(v > 0 for v in per_op.values())
+    assert "hacn-mixer-long" in per_op and not any("compiled" in k for k in per_op)

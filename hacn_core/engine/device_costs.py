@@ -93,3 +93,49 @@ def decoder_mfu(record: dict[str, Any]) -> list[dict[str, Any]]:
                     "time_vs_resnet": r["seconds_per_step"] / base["seconds_per_step"],
                     "memory_vs_resnet": r["peak_bytes"] / base["peak_bytes"]})
     return out
+
+
+def decoder_reading(record: dict[str, Any], target: float = 1.05) -> list[str]:
+    """Sentences on the decoder record: H-ACN against the ResNet per mode (the target of at most
+    ``target`` in time and peak memory), what compiling gains, and the hours of one Table 4 run."""
+    get = {(r["rule"], r["mode"]): r for r in decoder_mfu(record)}
+    lines = []
+    for mode in ("eager", "compiled"):
+        r = get[("hacn", mode)]
+        verdict = "within" if r["time_vs_resnet"] <= target and r["memory_vs_resnet"] <= target else "outside"
+        lines.append(f"{mode}: H-ACN's step costs {r['time_vs_resnet']:.3f}x the ResNet's time and "
+                     f"{r['memory_vs_resnet']:.3f}x its peak memory: {verdict} the target of {target:.2f}x")
+    speed = get[("resnet", "compiled")]["tokens_per_s"] / get[("resnet", "eager")]["tokens_per_s"]
+    one_run = 240_000 * 4 * get[("hacn", "compiled")]["ms_per_step"] / 1e3 / 3600  # Table 4: 240k steps x 4
+    lines.append(f"compiling speeds the ResNet up {speed:.2f}x; at the compiled pace one H-ACN run of Table 4's "
+                 f"240,000 steps of 4 micro-batches takes {one_run:.0f} H100-hours of training steps")
+    return lines
+
+
+def compile_speedups(records: dict[str, dict[str, Any]], experiment: str = "hacn-mixer-long") -> list[str]:
+    """Per compiled record of ``experiment``: its step eager (the eager record's group with the same key)
+    against compiled."""
+    eager = records.get(f"dry-run-{experiment}")
+    lines = []
+    for name, rec in sorted(records.items()):
+        if not (name.startswith(f"dry-run-{experiment}-compiled") and eager):
+            continue
+        for g in rec["groups"]:
+            match = next((e for e in eager["groups"] if e["key"] == g["key"]), None)
+            if match is None:
+                continue
+            a, b = match["measured"]["seconds_per_step"], g["measured"]["seconds_per_step"]
+            lines.append(f"{experiment} {g['key'].get('rule')}: {1e3 * a:.1f} ms per step eager, {1e3 * b:.1f} "
+                         f"compiled ({a / b:.1f}x)")
+    return lines
+
+
+def time_per_operator(records: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Per eager dry-run record: the median over its models of seconds per step / ATen operators of forward
+    and backward (counted in the CPU step), in microseconds: the launch cost when a model is small."""
+    out = {}
+    for name, rec in records.items():
+        if name.startswith("dry-run-") and "compiled" not in name and rec.get("groups"):
+            us = [1e6 * g["measured"]["seconds_per_step"] / g["cpu_step"]["ops"] for g in rec["groups"]]
+            out[rec["experiment"]] = statistics.median(us)
+    return dict(sorted(out.items(), key=lambda kv: kv[1]))
