@@ -728,9 +728,9 @@ def cloze_reading(results: Sequence[RunResult], within: float = 2.0) -> str:
     worst = max(abs(m - chance) for m in means.values())
     lo, hi = min(means.values()), max(means.values())
     seeds = sorted({len(cell) for cell in runs.values()})
-    n_seeds = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+    n_seeds = (f"{seeds[0]} seed" + "s" * (seeds[0] != 1)) if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]} seeds"
     facts = (f"Chance is {100 * chance:.0f}% ({k} choices), and one model's accuracy on {n} items has a standard "
-             f"error of {100 * se:.1f} points there. The rules' means over their {n_seeds} seeds run from "
+             f"error of {100 * se:.1f} points there. With {n_seeds} per rule, the rules' means run from "
              f"{100 * lo:.1f}% to {100 * hi:.1f}%, at most {worst / se:.1f} standard errors from chance")
     if worst <= within * se:
         return (facts + ". At this budget the cloze cannot rank the models: the decoders do not yet use the "
