@@ -47,17 +47,9 @@ book-build:
 TEST_WORKERS ?= auto
 PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -p no:cacheprovider
 
-# The book builds while the tests run: it executes one notebook at a time (one core), the tests keep
-# both busy, so together they finish sooner than one after the other. Its log is printed at the end.
 test: env data
-	@mkdir -p _build && rm -f _build/book-build.log
-	@$(MAKE) --no-print-directory book-build > _build/book-build.log 2>&1 & book=$$!; \
-	  $(PYTEST) --durations=15 tests notebooks --nbval-lax; tests=$$?; \
-	  wait $$book; built=$$?; \
-	  echo "---- book build (log: _build/book-build.log, last lines) ----"; tail -n 25 _build/book-build.log; \
-	  if [ $$tests -ne 0 ]; then echo "make test: the tests failed"; fi; \
-	  if [ $$built -ne 0 ]; then echo "make test: the book build failed (see _build/book-build.log)"; fi; \
-	  [ $$tests -eq 0 ] && [ $$built -eq 0 ]
+	$(PYTEST) --durations=15 tests notebooks --nbval-lax
+	$(MAKE) --no-print-directory book-build
 
 unit: env data
 	$(PYTEST) tests

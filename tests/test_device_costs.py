@@ -1,5 +1,5 @@
 """Steps timed on a device (``run --dry-run --time-steps``), the decoder MFU benchmark's formula, and the
-stored GPU records of ``results/gpu-costs/`` (``hacn_core.engine.device_costs``).
+stored GPU records of ``benchmarks/gpu-records/`` (``hacn_core.engine.device_costs``).
 
 The timing path runs on the CPU here (a GPU is where it is meant to run; the code is the same): the
 checks are equivalences and closed forms, not speeds.
@@ -105,7 +105,7 @@ def test_nanogpt_flops_per_token_of_the_paper_decoder():
 # ----------------------------------------------------------------------------- the stored GPU records
 
 RECORDS = dc.load_records()
-needs_records = pytest.mark.skipif(not RECORDS, reason="no stored GPU records in results/gpu-costs")
+needs_records = pytest.mark.skipif(not RECORDS, reason="no stored GPU records in benchmarks/gpu-records")
 
 
 @needs_records

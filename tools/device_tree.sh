@@ -6,7 +6,7 @@
 #
 # While hidden, `git status` shows every stored result as deleted: do not commit until restored
 # (a commit then would delete results/ from the repository). A GPU check needs none of results/:
-# tools/gpu_checks.sh writes its records into $OUT, and they are copied into results/gpu-costs/ here.
+# tools/gpu_checks.sh writes its records into $OUT, and they are copied into benchmarks/gpu-records/ here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exclude=.git/info/exclude

@@ -1,4 +1,4 @@
-"""What the paper profiles cost on a GPU, as measured there: the stored records of ``results/gpu-costs/``.
+"""What the paper profiles cost on a GPU, as measured there: the stored records of ``benchmarks/gpu-records/``.
 
 Two kinds of record, each written on a lent GPU machine (``tools/gpu_checks.sh``) and stored with its
 device, versions, code commit, thread count and wall time:
@@ -24,7 +24,7 @@ from typing import Any
 from hacn_core.engine.results import REPO_ROOT
 
 #: Where the records are stored
-COSTS_DIR = REPO_ROOT / "results" / "gpu-costs"
+COSTS_DIR = REPO_ROOT / "benchmarks" / "gpu-records"
 
 
 def load_records(folder: Path | str = COSTS_DIR) -> dict[str, dict[str, Any]]:
