@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.nn import GINConv, global_add_pool, global_mean_pool
 
 from hacn_core.awnn.distribution import quantile_width
 from hacn_core.awnn.init import ACTIVATIONS
@@ -126,6 +125,8 @@ class GIN(nn.Module):
             raise ValueError(f"pass either a config or keyword arguments, not both (got {sorted(kwargs)})")
         self.config = c = config
         self.pre = gin_mlp(c, c.in_features)
+        from torch_geometric.nn import GINConv, global_add_pool, global_mean_pool  # here: importing it costs seconds
+
         self.convs = nn.ModuleList(GINConv(gin_mlp(c, c.dim), train_eps=c.train_eps) for _ in range(c.layers))
         self.act = _ACTS[c.activation]()
         self.dropout = nn.Dropout(c.dropout)

@@ -99,6 +99,7 @@ Profiles, and the book's subset
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -106,8 +107,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch_geometric.transforms import BaseTransform
-from torch_geometric.utils import degree
 
 from hacn_core.awnn import ELBOLoss, WidthCallback, model_widths, quantile_width
 from hacn_core.awnn.paper_items import item as paper_item
@@ -226,7 +225,7 @@ def check_config(config: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------- data
 
 
-class NodeFeature(BaseTransform):
+class NodeFeature:
     """The node feature of a graph without node attributes (Errica et al. 2020; AWNN Table 2: 1 feature).
 
     Sets ``x`` to a float32 ``(N, 1)`` column, ``N = data.num_nodes``: ``kind="one"``
@@ -235,12 +234,16 @@ class NodeFeature(BaseTransform):
     (torch-geometric stores each undirected edge in both directions, so this counts the
     neighbours; an isolated node gets 0). A graph that already has ``x`` is refused:
     the feature would silently replace real node attributes. Returns a shallow copy;
-    the dataset's stored graphs are left as they are.
+    the dataset's stored graphs are left as they are. A transform as torch-geometric calls one
+    (its ``BaseTransform`` protocol), kept free of that import so that the catalog loads without it.
     """
 
     def __init__(self, kind: str = PAPER_NODE_FEATURE) -> None:
         check_choice("node_feature", kind, NODE_FEATURES)
         self.kind = kind
+
+    def __call__(self, data: Any) -> Any:
+        return self.forward(copy.copy(data))
 
     def forward(self, data: Any) -> Any:
         if data.x is not None:
@@ -250,6 +253,8 @@ class NodeFeature(BaseTransform):
         if self.kind == "one":
             data.x = torch.ones(n, 1)
         else:  # out-degree in the stored (symmetric) edge_index
+            from torch_geometric.utils import degree
+
             data.x = degree(data.edge_index[0], n, dtype=torch.float32).unsqueeze(1)  # (N, 1)
         return data
 
