@@ -52,8 +52,12 @@ def profile_costs(records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             continue  # partly timed: no whole-profile figure
         ms = [1e3 * m["seconds_per_step"] for m in timed]
         scope = rec["configs"] if rec["measured_device_hours"] is not None else 0
+        label = rec["experiment"]
+        if stem != f"dry-run-{rec['experiment']}" and len(rec["groups"]) == 1:  # a selection: name its model
+            key = rec["groups"][0]["key"]
+            label += " (" + ", ".join(f"{k}={key[k]}" for k in ("rule", "num_classes") if k in key) + ")"
         rows.append({
-            "experiment": rec["experiment"], "record": stem, "device": timed[0]["device"].removeprefix("cuda: "),
+            "experiment": label, "record": stem, "device": timed[0]["device"].removeprefix("cuda: "),
             "mode": _mode(timed[0]), "configurations": scope, "groups": len(rec["groups"]),
             "ms_per_step_min": min(ms), "ms_per_step_median": statistics.median(ms), "ms_per_step_max": max(ms),
             "measured_hours": rec["measured_device_hours"], "assumed_hours": rec["assumed_gpu_hours"],
