@@ -2,7 +2,9 @@
 # The checks that need a GPU, as one script (a lent GPU machine's time is short): the environment, the
 # CUDA tests of the trainer, the paper decoder's tokens/s and MFU (benchmarks/bench_decoder_mfu.py), and
 # the paper profiles timed on the GPU (run --dry-run --time-steps). Writes into $OUT (default ./gpu-out):
-# env.txt, pytest.txt, decoder_mfu.txt/.json, dryrun.txt and dryrun.tar (one JSON per experiment).
+# env.txt, pytest.txt, decoder_mfu.txt/.json, dryrun.txt and dryrun.tar (one JSON per experiment). Copy the
+# JSON records into benchmarks/gpu-records/ (hacn_core.engine.device_costs reads them; add a "provenance"
+# block: command, machine, threads, wall seconds, date). Needs HACN_GIT_COMMIT=<the commit sent>.
 #
 #   tools/device_tree.sh hide; tools/gpu_checks.sh [DEADLINE_SECONDS]; tools/device_tree.sh restore
 #   (DEADLINE_SECONDS e.g. 480: later steps are skipped past it; results/ is too big to send along)
@@ -16,8 +18,11 @@ left() { echo $(( deadline - $(date +%s) )); }
 echo "== decoder MFU (left $(left) s)"
 timeout 240 "$py" benchmarks/bench_decoder_mfu.py --json "$out/decoder_mfu.json" 2>&1 | tee "$out/decoder_mfu.txt"
 echo "== CUDA tests (left $(left) s)"
-timeout 120 "$py" -m pytest -q -x -n 8 -p no:cacheprovider tests/test_training.py tests/test_optim.py \
-  tests/test_decoder.py tests/test_vit.py > "$out/pytest.txt" 2>&1; echo "pytest exit $?" >> "$out/pytest.txt"
+# 2026-11-27: test_training, test_optim, test_decoder and test_vit passed on an H100; the rest of tests/ has not
+# run on a GPU yet (HACN_GPU_TESTS="tests" tries it all: several minutes on 16 cores)
+timeout "${HACN_GPU_TEST_SECONDS:-120}" "$py" -m pytest -q -n 8 -p no:cacheprovider \
+  ${HACN_GPU_TESTS:-tests/test_training.py tests/test_optim.py tests/test_decoder.py tests/test_vit.py} \
+  > "$out/pytest.txt" 2>&1; echo "pytest exit $?" >> "$out/pytest.txt"
 tail -5 "$out/pytest.txt"
 for exp in ${HACN_GPU_EXPERIMENTS:-hacn-decoder hacn-vit hacn-mixer-long width-connectivity awnn-images awnn-text gates-cifar}; do
   budget=$(( $(left) - 10 )); [ "$budget" -lt 30 ] && { echo "== $exp skipped: deadline" | tee -a "$out/dryrun.txt"; continue; }
