@@ -55,7 +55,7 @@ def profile_costs(records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         label = rec["experiment"]
         if stem != f"dry-run-{rec['experiment']}" and len(rec["groups"]) == 1:  # a selection: name its model
             key = rec["groups"][0]["key"]
-            label += " (" + ", ".join(f"{k}={key[k]}" for k in ("rule", "num_classes") if k in key) + ")"
+            label += " (" + ", ".join(str(key[k]) for k in ("rule", "num_classes") if k in key) + ")"
         rows.append({
             "experiment": label, "record": stem, "device": timed[0]["device"].removeprefix("cuda: "),
             "mode": _mode(timed[0]), "configurations": scope, "groups": len(rec["groups"]),
