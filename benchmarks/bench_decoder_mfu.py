@@ -2,7 +2,8 @@
 
 The decoder of ``hacn-decoder``'s paper profile (24 layers, d 768, 12 heads, RoPE, dropout 0.2,
 sequence 256, vocabulary 50,304: 208.54M parameters), built by the study's own ``build_model`` and
-trained by its optimizer (AdamW, fused on CUDA) on its loss, one micro-batch per step (the paper's
+trained by its optimizer (AdamW, fused on CUDA), loss and clipping, the dry run's timed step
+(``run --dry-run --time-steps``), one micro-batch per step (the paper's
 128 sequences; Table 4 accumulates 4 of them per optimizer step), under bf16 autocast, eager and
 ``torch.compile``d, for the ResNet rule and the paper's H-ACN (with Depth-adaptive LayerNorm), side
 by side in one process:
@@ -26,9 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -36,9 +36,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hacn_core.catalog import get  # noqa: E402
+from hacn_core.engine.dry_run import time_on_device  # noqa: E402
 from hacn_core.engine.results import code_version, device_description  # noqa: E402
-from hacn_core.engine.training import optimizer_for  # noqa: E402
-from hacn_core.hacn.studies.decoder import build_model, lm_loss, train_config  # noqa: E402
+from hacn_core.hacn.studies.decoder import dry_run_plan  # noqa: E402
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16 tensor-core peaks (datasheets)
 
@@ -59,48 +59,15 @@ def peak_flops(device: torch.device) -> tuple[float, str]:
 
 def time_training(config: dict, device: torch.device, batch: int, steps: int, warmup: int,
                   compiled: bool) -> dict:
-    """Median seconds per training step (bf16 autocast on CUDA), peak memory and losses of ``config``'s decoder."""
-    torch.manual_seed(0)
-    model = build_model(config).to(device).train()
-    opt = optimizer_for(model, train_config(config), device.type)
-    forward = torch.compile(model) if compiled else model
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, config["vocab_size"], (batch, config["block_size"] + 1), generator=gen).to(device)
-    x, y = ids[:, :-1], ids[:, 1:]
-    amp = torch.bfloat16 if device.type == "cuda" else None
-
-    def step() -> float:
-        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-            loss = lm_loss(forward(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config["grad_clip"])
-        opt.step()
-        return float(loss.detach())
-
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    started = time.perf_counter()
-    first = step()
-    for _ in range(warmup - 1):
-        step()
-    sync()
-    warm_s = time.perf_counter() - started
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    times = []
-    for _ in range(steps):
-        sync()
-        t0 = time.perf_counter()
-        last = step()
-        sync()
-        times.append(time.perf_counter() - t0)
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    params = sum(p.numel() for p in model.parameters())
-    del model, opt, forward
+    """Median seconds per training step, peak memory and losses of ``config``'s decoder: the dry run's
+    timed step (:func:`hacn_core.engine.dry_run.time_on_device`) on the study's plan, one micro-batch of
+    ``batch`` sequences (bf16 autocast on CUDA, as the trainer's ``precision="auto"``)."""
+    plan = replace(dry_run_plan(config), timing_batch=batch)
+    m = time_on_device(plan, device, steps=steps, warmup=warmup, compile=compiled)
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return {"seconds_per_step": statistics.median(times), "peak_bytes": peak, "warmup_seconds": warm_s,
-            "parameters": params, "losses": [first, last]}
+    return {"seconds_per_step": m.seconds_per_step, "peak_bytes": m.peak_bytes, "warmup_seconds": m.warmup_seconds,
+            "parameters": m.parameters, "losses": list(m.losses)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     for compiled in modes:
         res, hacn = (next(r for r in rows if r["rule"] == k and r["compiled"] == compiled) for k in ("resnet", "hacn"))
         tr = hacn["seconds_per_step"] / res["seconds_per_step"]
-        mr = hacn["peak_bytes"] / res["peak_bytes"] if res["peak_bytes"] else float("nan")
-        print(f"hacn / resnet ({'compiled' if compiled else 'eager'}): time {tr:.3f}x, peak memory {mr:.3f}x "
+        mr = f"{hacn['peak_bytes'] / res['peak_bytes']:.3f}x" if res["peak_bytes"] else "not measured (CPU)"
+        print(f"hacn / resnet ({'compiled' if compiled else 'eager'}): time {tr:.3f}x, peak memory {mr} "
               f"(target at most 1.05x)")
     if len(modes) == 2:
         for rule in rules:

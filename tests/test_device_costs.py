@@ -162,3 +162,24 @@ def test_readings_of_the_stored_records():
     per_op = dc.time_per_operator(RECORDS)
     assert list(per_op.values()) == sorted(per_op.values()) and all(v > 0 for v in per_op.values())
     assert "hacn-mixer-long" in per_op and not any("compiled" in k for k in per_op)
+
+
+def test_timed_steps_clip_gradients_as_the_trainer_does():
+    """With SGD (no momentum) and ``grad_clip`` c, one step moves the parameters by exactly lr x c when the
+    gradient norm exceeds c: the timed step clips like the trainer's."""
+    plan = replace(_plan(), train=TrainConfig(epochs=1, batch_size=16, lr=0.1, optimizer="sgd", momentum=0.0,
+                                              weight_decay=0.0, grad_clip=1e-3))
+    torch.manual_seed(0)
+    before = torch.cat([p.detach().flatten() for p in plan.model().parameters()])
+    moved = {}
+
+    class Spy:
+        def on_train_begin(self, state):
+            pass
+
+        def on_step_end(self, state):
+            moved["after"] = torch.cat([p.detach().flatten() for p in state.model.parameters()])
+
+    spied = replace(plan, callbacks=lambda loss: [Spy()])
+    time_on_device(spied, "cpu", steps=1, warmup=0)
+    assert float((moved["after"] - before).norm()) == pytest.approx(0.1 * 1e-3, rel=1e-4)

@@ -329,8 +329,9 @@ def _prepare(plan: DryRunPlan, device: torch.device, batch_size: int | None, flo
 def _train_step(forward: Callable[[Tensor], Tensor], loss_fn: LossFn, optimizer: torch.optim.Optimizer,
                 callbacks: Sequence[Callback], state: TrainState, x: Tensor, y: Tensor,
                 autocast: torch.dtype | None = None, counters: Sequence[Any] = ()) -> Tensor:
-    """One step as the trainer takes it: forward and loss (under ``autocast``), backward, optimizer step,
-    ``on_step_end``. ``counters`` (context managers) wrap forward and backward."""
+    """One step as the trainer takes it: forward and loss (under ``autocast``), backward, gradient clipping
+    (``TrainConfig.grad_clip``), optimizer step, ``on_step_end``. ``counters`` (context managers) wrap
+    forward and backward."""
     with contextlib.ExitStack() as stack:
         for counter in counters:
             stack.enter_context(counter)
@@ -338,6 +339,8 @@ def _train_step(forward: Callable[[Tensor], Tensor], loss_fn: LossFn, optimizer:
             loss = loss_fn(forward(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+    if state.config.grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(state.model.parameters(), state.config.grad_clip)
     optimizer.step()  # element-wise: no FLOPs FlopCounterMode counts, and fused into a few kernels on a GPU
     state.step += 1
     state.step_in_epoch += 1
@@ -379,6 +382,8 @@ class DeviceMeasure:
     compiled: bool
     torch_version: str
     losses: tuple[float, float]
+    parameters: int = 0  # of the model as built
+    warmup_seconds: float = 0.0  # the untimed steps together (compilation happens there)
 
 
 def _sync(device: torch.device) -> None:
@@ -400,16 +405,21 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
     from hacn_core.engine.results import device_description
     from hacn_core.engine.training import autocast_dtype, resolve_device
 
+    if steps < 1 or warmup < 0:
+        raise ValueError(f"time_on_device: steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
     device = resolve_device(device) if isinstance(device, str) else device
     compile = plan.train.compile if compile is None else compile
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(0)
-        model, _, batch_size, optimizer, loss_fn, callbacks, state, x, y = _prepare(
+        model, parameters, batch_size, optimizer, loss_fn, callbacks, state, x, y = _prepare(
             plan, device, plan.timing_batch or plan.train.batch_size, DEFAULT_FLOP_BUDGET)
         autocast = autocast_dtype(plan.train.precision, device)
         forward = torch.compile(model) if compile else model
+        started = time.perf_counter()
         losses = [float(_train_step(forward, loss_fn, optimizer, callbacks, state, x, y, autocast))
                   for _ in range(warmup)]
+        _sync(device)
+        warmup_seconds = time.perf_counter() - started
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         times = []
@@ -423,7 +433,8 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
         peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
     precision = {None: "fp32", torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast"}[autocast]
     return DeviceMeasure(device_description(str(device)), batch_size, steps, warmup, statistics.median(times), peak,
-                         precision, bool(compile), torch.__version__, (losses[0], losses[-1]))
+                         precision, bool(compile), torch.__version__, (losses[0], losses[-1]), parameters,
+                         warmup_seconds)
 
 
 def dry_run(experiment: Experiment, profile: str = "paper", *, where: Mapping[str, Any] | None = None,
