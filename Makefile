@@ -30,10 +30,13 @@ book: env data book-build
 
 # The book renders stored results only: no training, an empty data root and no downloads,
 # so a fresh clone without the data mirror and without a network builds it.
+# The notebooks are executed first, one per core, into a fresh Jupyter cache (tools/execute_notebooks.py);
+# the build then renders them from it. `jupyter-book build .` alone executes them itself, one at a time.
+BOOK_ENV = HACN_PROFILE=book HACN_ALLOW_TRAIN=0 HACN_QUIET=1 HACN_DATA=$(CURDIR)/_build/empty-data HACN_DOWNLOAD=0
 book-build:
-	@rm -rf _build/.doctrees _build/html _build/empty-data && mkdir -p _build/empty-data
-	HACN_PROFILE=book HACN_ALLOW_TRAIN=0 HACN_QUIET=1 HACN_DATA=$(CURDIR)/_build/empty-data HACN_DOWNLOAD=0 \
-	  $(VENV)/bin/jupyter-book build . -W --keep-going
+	@rm -rf _build/.doctrees _build/html _build/empty-data _build/.jupyter_cache && mkdir -p _build/empty-data
+	$(BOOK_ENV) $(PY) tools/execute_notebooks.py --cache _build/.jupyter_cache --config _build/book-config.yml
+	$(BOOK_ENV) $(VENV)/bin/jupyter-book build . -W --keep-going --config _build/book-config.yml
 	@# the equations must render offline: MathJax from _static/, no CDN
 	@test -f _build/html/_static/mathjax/tex-chtml.js || { echo "book: MathJax missing from _build/html/_static/mathjax"; exit 1; }
 	@! grep -l "cdn.jsdelivr.net/npm/mathjax" -r _build/html --include=*.html || { echo "book: a page loads MathJax from a CDN"; exit 1; }
