@@ -47,9 +47,11 @@ NO_MODEL = {"exact-checks", "awnn-step-cost", "awnn-step-cells", "awnn-step-cell
 # dry-run for its adaptive arm only: the fixed widths build the same network but for the FFNs, and stepping
 # all six groups takes about 30 s on one CPU thread. The decoder's ablations (App. D) are hacn-decoder's H-ACN with
 # another init of the same scalars, in two groups (with and without DepthLN's one scalar per layer): the group
-# without DepthLN stands for both.
+# without DepthLN stands for both. The gated ResNets and WRNs of gates-cifar are dry-run on CIFAR-10 only: CIFAR-100
+# builds the same networks but for a 100-way last layer, and its ten groups took about 15 s.
 THINNED = {"hacn-decoder": {"rule": "hacn"}, "hacn-vit": {"rule": "hacn"}, "width-connectivity": {"rule": "hacn"},
-           "awnn-text": {"ffn": "adaptive"}, "hacn-decoder-ablations": {"depth_ln": "none"}}
+           "awnn-text": {"ffn": "adaptive"}, "hacn-decoder-ablations": {"depth_ln": "none"},
+           "gates-cifar": {"dataset": "CIFAR10"}}
 
 
 @pytest.fixture(scope="module")
