@@ -219,6 +219,56 @@ def test_ablation_table_reads_the_main_row_from_the_study_and_the_others_from_th
     assert "exp. decay: N(0.25, 0.005) → N(0.1, 0.005)" in set(cover["init of a"])
 
 
+def _ablation_grid(ppl: dict[tuple[str, str], list[float]]) -> list[RunResult]:
+    """hacn-decoder-ablations runs: ``ppl[slug, depth_ln]`` lists the perplexity of seeds 0, 1, ..."""
+    return [ablation_run(slug, ln, seed, v) for (slug, ln), values in ppl.items() for seed, v in enumerate(values)]
+
+
+def test_ablation_claims_pool_the_seed_spread_and_pair_table7_by_seed():
+    from scipy import stats
+
+    runs = study()  # the main H-ACN, Table 6's N(0.25, 0.005) row: 5.01, 5.02, 5.03
+    main = [math.log(5.01 + 0.01 * s) for s in range(3)]
+    ppl = {("n0.15-0.01", "auto"): [5.30, 5.32], ("n0.25-0.01", "auto"): [5.20, 5.21],
+           ("n0.15-0.005", "auto"): [5.40], ("half-layers", "auto"): [5.15], ("exp-decay", "auto"): [5.60],
+           ("n0.15-0.01", "none"): [5.50, 5.55], ("n0.25-0.01", "none"): [5.30, 5.28]}
+    frame = tr.ablation_claims(runs, _ablation_grid(ppl))
+    verdict = {c.split(" (")[0]: v for c, v in _verdicts(frame).items()}
+    assert verdict["N(0.25, 0.005) gives the lowest perplexity of Table 6's 6 initialisations"] is True
+    assert verdict["Initialisations that depend on depth give no improvement"] is True
+    assert verdict["DepthLN consistently improves H-ACN's perplexity"] is True
+    # the pooled std: the main row's 2 df and Table 7's four 2-seed cells' 1 df each
+    groups = [main] + [[math.log(v) for v in ppl[k]] for k in ppl if len(ppl[k]) == 2]
+    std, df = math.sqrt(sum(((np.array(g) - np.mean(g)) ** 2).sum() for g in groups) / 6), 6
+    half = stats.t.ppf(0.975, df) * std * math.sqrt(1 + 1 / 3)
+    expected = f"exp. decay: N(0.25, 0.005) → N(0.1, 0.005) {math.log(5.60) - np.mean(main):+.3f} ± {half:.3f}"
+    assert expected in frame.loc[0, "ours"] and f"{std:.3f} nats on 6 df" in frame.loc[0, "ours"]
+    # Table 7: four seed-paired differences without − with DepthLN, their t interval
+    pairs = [math.log(5.50 / 5.30), math.log(5.55 / 5.32), math.log(5.30 / 5.20), math.log(5.28 / 5.21)]
+    e = stats.t.ppf(0.975, 3) * np.std(pairs, ddof=1) / 2
+    assert f"{np.mean(pairs):.3f} ± {e:.3f} (n=4) nats" in frame.loc[2, "ours"]
+    assert "+0.038 and +0.011 nats" in frame.loc[2, "claim"]  # log(20.5 / 19.73), log(19.47 / 19.25)
+
+    # one row surely better than N(0.25, 0.005): the first claim fails; a depth init 5% better fails the second
+    better = dict(ppl)
+    better["half-layers", "auto"] = [4.80]
+    verdict = {c.split(" (")[0]: v for c, v in _verdicts(tr.ablation_claims(runs, _ablation_grid(better))).items()}
+    assert verdict["N(0.25, 0.005) gives the lowest perplexity of Table 6's 6 initialisations"] is False
+    assert verdict["Initialisations that depend on depth give no improvement"] is False
+    # a row missing: "lowest of six" and "both depth inits" cannot be told yet, never held
+    partial = {k: v for k, v in ppl.items() if k != ("exp-decay", "auto")}
+    verdict = {c.split(" (")[0]: v for c, v in _verdicts(tr.ablation_claims(runs, _ablation_grid(partial))).items()}
+    assert verdict["N(0.25, 0.005) gives the lowest perplexity of Table 6's 6 initialisations"] is None
+    assert verdict["Initialisations that depend on depth give no improvement"] is None
+    # DepthLN hurting in every pair fails Table 7's claim
+    hurt = {**ppl, ("n0.15-0.01", "none"): [5.20, 5.25], ("n0.25-0.01", "none"): [5.10, 5.12]}
+    verdict = {c.split(" (")[0]: v for c, v in _verdicts(tr.ablation_claims(runs, _ablation_grid(hurt))).items()}
+    assert verdict["DepthLN consistently improves H-ACN's perplexity"] is False
+    # the chapter's claims table carries them only when the ablation runs are passed
+    assert len(tr.decoder_claims(runs, ablation_results=_ablation_grid(ppl))) == len(tr.decoder_claims(runs)) + 3
+    assert tr.ablation_claims(runs, []).empty
+
+
 def test_ablation_budget_line_is_the_studys_measured_cost():
     (line,) = tr.ablation_budget_lines()
     minutes = hd.BOOK_STEPS * hd.BOOK_STEP_MS["hacn"] / 60e3 + hd.BOOK_EVAL_MINUTES

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hacn_core.engine.results import RunResult, config_hash
-from hacn_core.engine.stats import difference
+from hacn_core.engine.stats import difference, difference_pooled, pooled_std
 from hacn_core.hacn.studies import mixer as hm
 from hacn_core.hacn.studies import mixer_report as hmr
 
@@ -24,6 +24,26 @@ def test_welch_difference_matches_a_hand_computation():
     assert d.half_width == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(va + vb))
     assert math.isnan(difference([1.0], [2.0, 3.0]).half_width)
     assert difference([1.0, 1.0], [0.0, 0.0]).half_width == 0.0
+
+
+def test_pooled_difference_is_students_equal_variance_interval():
+    from scipy import stats
+
+    a, b = [1.0, 2.0, 4.0], [2.0, 3.0]
+    std, df = pooled_std([a, b, [7.0]])  # a single value adds no degree of freedom
+    assert df == 3 and std == pytest.approx(math.sqrt((14 / 3 + 0.5) / 3))
+    d = difference_pooled(a, b, std, df)
+    # scipy's equal-variance t-test: its statistic is mean difference / standard error
+    t = stats.ttest_ind(a, b, equal_var=True).statistic
+    se = (np.mean(a) - np.mean(b)) / t
+    assert d.mean == pytest.approx(np.mean(a) - 2.5) and d.half_width == pytest.approx(stats.t.ppf(0.975, 3) * se)
+    one = difference_pooled([5.0], b, std, df)  # a cell of one seed borrows the pooled spread
+    assert one.half_width == pytest.approx(stats.t.ppf(0.975, 3) * std * math.sqrt(1 + 1 / 2)) and one.n == 1
+    none, zero = pooled_std([[1.0], [2.0]])  # no cell with two values: no spread to pool
+    assert math.isnan(none) and zero == 0
+    assert math.isnan(difference_pooled([1.0], [2.0], *pooled_std([[1.0]])).half_width)
+    with pytest.raises(ValueError, match="must not be empty"):
+        difference_pooled([], [1.0], 1.0, 3)
 
 
 def test_long_configs_cover_the_issue_and_train_full_data_longer():

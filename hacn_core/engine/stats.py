@@ -75,6 +75,36 @@ def difference_from_summary(mean_a: float, std_a: float, n_a: int, mean_b: float
     return Estimate(diff, float(t * math.sqrt(vx + vy)), n)
 
 
+def pooled_std(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The pooled within-group sample std of ``groups`` and its degrees of freedom ``sum(n_g - 1)``, over the
+    groups of two or more values (``(nan, 0)`` when none has two): the seed-to-seed spread of several cells
+    that share one noise level, for comparing cells that have one seed each."""
+    ss, df = 0.0, 0
+    for g in groups:
+        x = np.asarray(g, dtype=float)
+        if x.size >= 2:
+            ss += float(((x - x.mean()) ** 2).sum())
+            df += x.size - 1
+    return (math.sqrt(ss / df), df) if df else (float("nan"), 0)
+
+
+def difference_pooled(a: Sequence[float], b: Sequence[float], std: float, df: int,
+                      confidence: float = 0.95) -> Estimate:
+    """``mean(a) - mean(b)`` with a Student-t half-width from a pooled std (:func:`pooled_std`) on ``df`` degrees
+    of freedom: ``t * std * sqrt(1/n_a + 1/n_b)``. Unlike :func:`difference` it gives an interval when a side
+    has one value, borrowing the spread of the cells that have more; ``nan`` width when ``df`` is 0."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size == 0 or y.size == 0:
+        raise ValueError("a and b must not be empty")
+    diff, n = float(x.mean() - y.mean()), int(min(x.size, y.size))
+    if df < 1 or not math.isfinite(std):
+        return Estimate(diff, float("nan"), n)
+    from scipy import stats
+
+    t = stats.t.ppf(0.5 + confidence / 2, df=df)
+    return Estimate(diff, float(t * std * math.sqrt(1 / x.size + 1 / y.size)), n)
+
+
 def signed(d: Estimate, scale: float = 1.0, digits: int = 1) -> str:
     """``+x ± w`` of a difference estimate (its 95% interval) times ``scale``; ``+x (n=1)`` without one."""
     if not math.isfinite(d.half_width):

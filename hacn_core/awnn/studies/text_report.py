@@ -53,7 +53,7 @@ from hacn_core.awnn import paper_items, quantile_width
 from hacn_core.awnn.studies.common import paper_text
 from hacn_core.awnn.studies.text import PAPER_SEEDS, ffn_parameters, paper_configs
 from hacn_core.engine.results import RunResult
-from hacn_core.engine.stats import Estimate, difference, difference_from_summary
+from hacn_core.engine.stats import Estimate, difference, difference_from_summary, difference_pooled, pooled_std
 from hacn_core.engine.tables import ClaimTable, mean_std
 from hacn_core.engine.tables import coverage_table as coverage
 from hacn_core.engine.training import steps_per_epoch
@@ -227,12 +227,9 @@ def loss_difference(adaptive: Sequence[float], fixed: Sequence[float],
     if a.size == 1 and f.size == 1:
         return Estimate(diff, float("nan"), 1), "one seed each: no interval"
     donor, single = (a, "fixed") if f.size == 1 else (f, "adaptive")
-    from scipy import stats
-
-    t = stats.t.ppf(0.5 + confidence / 2, df=donor.size - 1)
-    half = float(t * donor.std(ddof=1) * math.sqrt(1 / a.size + 1 / f.size))
     other = "adaptive" if single == "fixed" else "fixed"
-    return Estimate(diff, half, 1), f"the {single} arm's one seed given the {other} seeds' spread"
+    return difference_pooled(a, f, *pooled_std([donor]), confidence), \
+        f"the {single} arm's one seed given the {other} seeds' spread"
 
 
 def comparable(diff: Estimate, fixed_loss: float, margin: float | None = None) -> bool | None:

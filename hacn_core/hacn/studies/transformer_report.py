@@ -45,7 +45,7 @@ import numpy as np
 
 from hacn_core.engine import plots
 from hacn_core.engine.results import RunResult
-from hacn_core.engine.stats import difference, estimate, sign_verdict, signed
+from hacn_core.engine.stats import difference, difference_pooled, estimate, pooled_std, sign_verdict, signed
 from hacn_core.engine.tables import ClaimTable
 from hacn_core.hacn.connectivity import connectivity_heatmap, hacn_connectivity, resolve_depth_ln
 from hacn_core.hacn.paper_items import item
@@ -843,14 +843,78 @@ def seed_correlations(results: Sequence[RunResult]):
     return hmr.correlation_table(main_runs(results)["hacn"], PEARSON_GPT, "GPT-2/OWT-2")
 
 
-def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult] = ()):
+#: Table 6's initialisations that depend on depth ("did not provide any improvement", App. D)
+DEPTH_INIT_SLUGS: tuple[str, ...] = ("half-layers", "exp-decay")
+
+
+def _log_ppls(runs: Sequence[RunResult]) -> list[float]:
+    return [math.log(v) for v in _values(runs, "val_perplexity")]
+
+
+def ablation_claims(results: Sequence[RunResult], ablation_results: Sequence[RunResult],
+                    table: ClaimTable | None = None):
+    """App. D's claims judged on the stored runs, into ``table`` (a new one by default; its frame is returned).
+
+    Table 6 trains one seed of most rows, so a row is compared with N(0.25, 0.005) on log perplexity with the
+    seed-to-seed spread pooled over every cell that has two seeds or more (:func:`difference_pooled`): all rows
+    share one decoder, data and budget and differ only in a few scalars' starting values. "N(0.25, 0.005) is
+    best": holds when every other row's interval lies above 0, fails when one lies below. "Depth-dependent
+    initialisations give no improvement": holds when both lie above ``-PAR_NATS`` (not better by 2% or more),
+    fails when one lies below 0. Table 7 ("DepthLN consistently improves"): the differences without − with
+    DepthLN paired by seed over both initialisations, holding when their 95% interval lies above 0."""
+    table = ClaimTable() if table is None else table
+    stored = [*results, *ablation_results]
+    cells = {(slug, ln): _ablation_runs(stored, where, ln) for slug, where in hda.INITS.items()
+             for ln in ("paper", "none")}
+    std, df = pooled_std([_log_ppls(runs) for runs in cells.values()])
+    spread = f"seed spread pooled over the cells with 2+ seeds: {std:.3f} nats on {df} df" if df else "no cell has 2 seeds"
+    best = _log_ppls(cells[hda.MAIN_INIT, "paper"])
+    others = {slug: _log_ppls(cells[slug, "paper"]) for slug in hda.INITS if slug != hda.MAIN_INIT}
+    diffs = {slug: difference_pooled(x, best, std, df) for slug, x in others.items() if x and best}
+    if diffs:
+        verdicts = [sign_verdict(d) for d in diffs.values()]
+        every = len(diffs) == len(others) and all(v is True for v in verdicts)
+        table.add(f"{init_label(hda.INITS[hda.MAIN_INIT])} gives the lowest perplexity of Table 6's "
+                  f"{len(hda.INITS)} initialisations", "App. D, Table 6",
+                  "log perplexity, row − " + init_label(hda.INITS[hda.MAIN_INIT]) + ": "
+                  + "; ".join(f"{init_label(hda.INITS[slug])} {signed(d, digits=3)}" for slug, d in diffs.items())
+                  + f" nats ({spread})", False if False in verdicts else True if every else None)
+    depth = {slug: diffs[slug] for slug in DEPTH_INIT_SLUGS if slug in diffs}
+    if depth:
+        verdicts = [False if sign_verdict(d) is False else sign_verdict(d, -PAR_NATS) for d in depth.values()]
+        table.add(f"Initialisations that depend on depth give no improvement (here: not {100 * PAR_NATS:.0f}% "
+                  "lower perplexity)", "App. D, Table 6",
+                  "log perplexity, row − " + init_label(hda.INITS[hda.MAIN_INIT]) + ": "
+                  + "; ".join(f"{init_label(hda.INITS[slug])} {signed(d, digits=3)}" for slug, d in depth.items())
+                  + " nats", False if False in verdicts else True if len(depth) == len(DEPTH_INIT_SLUGS)
+                  and all(v is True for v in verdicts) else None)
+    pairs = []  # (init slug, seed, log ppl without - with DepthLN)
+    for slug in hda.TABLE7_INITS:
+        with_ = {r.seed: math.log(r.metrics["val_perplexity"]) for r in cells[slug, "paper"]}
+        without = {r.seed: math.log(r.metrics["val_perplexity"]) for r in cells[slug, "none"]}
+        pairs += [(slug, seed, without[seed] - with_[seed]) for seed in sorted(with_.keys() & without.keys())]
+    if pairs:
+        paper = [math.log(item(f"hacn/table7/init-{slug}-no-depthln").paper_value
+                          / item(f"hacn/table6/init-{slug}").paper_value) for slug in hda.TABLE7_INITS]
+        diffs_ = [d for _, _, d in pairs]
+        table.add("DepthLN consistently improves H-ACN's perplexity (paper, without − with: "
+                  + " and ".join(f"{v:+.3f}" for v in paper) + " nats)", "App. D, Table 7",
+                  f"log perplexity, without − with DepthLN, paired by seed: {_interval(diffs_)} nats ("
+                  + ", ".join(f"{init_label(hda.INITS[slug])} seed {seed} {d:+.3f}" for slug, seed, d in pairs) + ")",
+                  interval_verdict(diffs_, 0.0))
+    return table.frame()
+
+
+def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult] = (),
+                   ablation_results: Sequence[RunResult] = ()):
     """The paper's decoder claims (Sec. 3.4, Sec. 4, App. E; Figs. 1b, 4, 9; Table 1) judged on the stored runs.
 
     Directional claims: :func:`mixer_report.sign_verdict` of the 95% Welch interval; "on par": an equivalence test
     of the log perplexities within ``±PAR_NATS`` (:func:`par_verdict`); thresholds on one quantity
     (block contrast ``BLOCK_HOLDS``, Pearson ``PEARSON_HOLDS``, displacement left ``SET_LEFT``): the 95% interval
     over seeds on one side (:func:`interval_verdict`). ``vit_results``: the ViT study's runs, for the comparison of
-    the two modalities. A cell without runs leaves its claims out; one seed cannot tell.
+    the two modalities; ``ablation_results``: hacn-decoder-ablations' runs, for App. D's claims
+    (:func:`ablation_claims`). A cell without runs leaves its claims out; one seed cannot tell.
     """
     table = ClaimTable()
     runs = main_runs(results)
@@ -907,6 +971,8 @@ def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult
                   f"share of ‖a_T − a_0‖ left at {100 * SET_BY:.0f}% of training: "
                   f"{_interval([100 * v for v in left], 1)} %",
                   None if early is None else not early)
+    if ablation_results:
+        ablation_claims(results, ablation_results, table)
     return table.frame()
 
 
