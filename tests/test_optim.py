@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -111,6 +112,36 @@ def test_fused_switch():
     assert optimizer_for(model, cfg, "cuda").defaults["fused"] is True  # auto: fused on CUDA
     assert not optimizer_for(model, cfg.replace(fused=False), "cuda").defaults.get("fused")
     assert not optimizer_for(model, cfg.replace(optimizer="nadam"), "cuda").defaults.get("fused")
+
+
+@pytest.mark.parametrize("name, extra", [("adamw", {}), ("adam", {}), ("nadam", {}),
+                                         ("sgd", {"momentum": 0.9, "nesterov": True})])
+def test_cpu_default_is_the_multi_tensor_kernel_and_equals_the_loop_bit_for_bit(name, extra):
+    """On a CPU the trainer's optimizer is PyTorch's foreach implementation: the same numbers as the
+    one-tensor-at-a-time loop, to the last bit, over several steps with decayed and undecayed groups. NAdam's
+    foreach rounds differently (in the last bits), so NAdam is the loop itself."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 7), nn.LayerNorm(7), nn.Linear(7, 3))
+    twin = copy.deepcopy(model)
+    cfg = TrainConfig(epochs=1, batch_size=1, lr=0.05, optimizer=name, weight_decay=0.1, **extra)
+    opt = optimizer_for(model, cfg, "cpu")
+    assert opt.defaults["foreach"] is (name != "nadam") and not opt.defaults.get("fused")
+    loop = type(opt)([{**g, "params": [dict(twin.named_parameters())[n] for n in names], "foreach": False}
+                      for g, names in zip(opt.param_groups, _group_names(model, opt))], foreach=False)
+    for _ in range(5):
+        x = torch.randn(4, 5)
+        for m, o in ((model, opt), (twin, loop)):
+            o.zero_grad()
+            m(x).square().sum().backward()
+            o.step()
+    for (n, a), b in zip(model.named_parameters(), twin.parameters()):
+        assert torch.equal(a, b), n
+
+
+def _group_names(model: nn.Module, opt: torch.optim.Optimizer) -> list[list[str]]:
+    """The parameter names of each of ``opt``'s groups."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [[names[id(p)] for p in g["params"]] for g in opt.param_groups]
 
 
 def test_sgd_nesterov_step_matches_formula():

@@ -131,21 +131,28 @@ def build_optimizer(
     """The optimizer ``name`` (one of ``OPTIMIZERS``) over :func:`param_groups`.
 
     ``fused=None`` (auto) uses the fused kernels on CUDA where PyTorch has
-    them (Adam, AdamW, SGD) and PyTorch's default implementation elsewhere, so
-    CPU runs match a hand-written loop bit for bit. ``fused=False`` is for
-    models that resize parameters in place (AWNN), which fused kernels forbid.
+    them (Adam, AdamW, SGD). Elsewhere, and with ``fused=False`` (for models that
+    resize parameters in place, as AWNN's do, which fused kernels forbid), it uses
+    PyTorch's multi-tensor ("foreach") implementation: the same element-wise
+    operations in the same order as the one-tensor-at-a-time loop, so a CPU run
+    matches that loop, and a hand-written update, bit for bit (tested), with a
+    fraction of the loop's per-tensor overhead (measured on the book's 16-layer
+    Mixer, 229 tensors: 9.7 against 17.9 ms per AdamW step on one thread). The
+    fused CPU kernels are faster still but round differently, and so does NAdam's
+    foreach implementation: NAdam keeps the loop.
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer={name!r} is unknown; allowed: {', '.join(OPTIMIZERS)}")
     groups = param_groups(model, weight_decay, no_decay_roles)
     use_fused = fused if fused is not None else device_type == "cuda"
-    kernel = {"fused": True} if use_fused and name in FUSED_OPTIMIZERS else {}
+    kernel = {"fused": True} if use_fused and name in FUSED_OPTIMIZERS else {"foreach": True}
     if name == "adamw":
         return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, **kernel)
     if name == "adam":
         return torch.optim.Adam(groups, lr=lr, betas=tuple(betas), eps=eps, **kernel)
     if name == "nadam":
-        return torch.optim.NAdam(groups, lr=lr, betas=tuple(betas), eps=eps)
+        # the loop: NAdam's foreach implementation rounds differently from it (tested)
+        return torch.optim.NAdam(groups, lr=lr, betas=tuple(betas), eps=eps, foreach=False)
     return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov, **kernel)
 
 
