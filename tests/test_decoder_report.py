@@ -234,7 +234,7 @@ def test_ablation_claims_pool_the_seed_spread_and_pair_table7_by_seed():
            ("n0.15-0.01", "none"): [5.50, 5.55], ("n0.25-0.01", "none"): [5.30, 5.28]}
     frame = tr.ablation_claims(runs, _ablation_grid(ppl))
     verdict = {c.split(" (")[0]: v for c, v in _verdicts(frame).items()}
-    assert verdict["N(0.25, 0.005) gives the lowest perplexity of Table 6's 6 initialisations"] is True
+    assert verdict["N(0.25, 0.005) gives the lowest perplexity of Table 6's initialisations"] is True
     assert verdict["Initialisations that depend on depth give no improvement"] is True
     assert verdict["DepthLN consistently improves H-ACN's perplexity"] is True
     # the pooled std: the main row's 2 df and Table 7's four 2-seed cells' 1 df each
@@ -253,12 +253,12 @@ def test_ablation_claims_pool_the_seed_spread_and_pair_table7_by_seed():
     better = dict(ppl)
     better["half-layers", "auto"] = [4.80]
     verdict = {c.split(" (")[0]: v for c, v in _verdicts(tr.ablation_claims(runs, _ablation_grid(better))).items()}
-    assert verdict["N(0.25, 0.005) gives the lowest perplexity of Table 6's 6 initialisations"] is False
+    assert verdict["N(0.25, 0.005) gives the lowest perplexity of Table 6's initialisations"] is False
     assert verdict["Initialisations that depend on depth give no improvement"] is False
     # a row missing: "lowest of six" and "both depth inits" cannot be told yet, never held
     partial = {k: v for k, v in ppl.items() if k != ("exp-decay", "auto")}
     verdict = {c.split(" (")[0]: v for c, v in _verdicts(tr.ablation_claims(runs, _ablation_grid(partial))).items()}
-    assert verdict["N(0.25, 0.005) gives the lowest perplexity of Table 6's 6 initialisations"] is None
+    assert verdict["N(0.25, 0.005) gives the lowest perplexity of Table 6's initialisations"] is None
     assert verdict["Initialisations that depend on depth give no improvement"] is None
     # DepthLN hurting in every pair fails Table 7's claim
     hurt = {**ppl, ("n0.15-0.01", "none"): [5.20, 5.25], ("n0.25-0.01", "none"): [5.10, 5.12]}
