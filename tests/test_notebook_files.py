@@ -3,6 +3,7 @@ compares them, and every compared cell with its reference output (``tools/strip_
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -26,3 +27,19 @@ def test_notebook_is_valid_and_keeps_only_reference_outputs(path):
                                   "(run python tools/strip_outputs.py --execute on the notebook)")
         else:
             assert not cell.outputs, f"{path.name} cell {i}: committed with outputs (python tools/strip_outputs.py)"
+
+
+#: a code cell that draws a figure: it assigns ``fig`` or calls a report's ``plot_*``
+FIGURE_CELL = re.compile(r"^\s*(fig\s*[,=]|[\w.]+\.plot_\w+\()", re.MULTILINE)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_figure_cell_describes_its_image(path):
+    """A figure cell carries its alt text (``mystnb.image.alt``) before its figure is first drawn: a chapter
+    whose study has no stored run yet draws nothing, and the page check (``img-alt``) would only fail the
+    book build of the session whose runs arrive."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and FIGURE_CELL.search(cell.source):
+            alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+            assert len(alt.split()) >= 5, f"{path.name} cell {i} draws a figure without mystnb.image.alt"
