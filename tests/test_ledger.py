@@ -25,6 +25,14 @@ from hacn_core.engine.results import ResultsStore
 ITEM = "awnn/table1/spiral-fixed-accuracy"  # paper: 99.5 (0.5)
 
 
+@pytest.fixture(scope="module")
+def exact_checks(tmp_path_factory):
+    """A store holding one smoke run of ``exact-checks`` (the tests below only read it), and that run."""
+    store = ResultsStore(tmp_path_factory.mktemp("exact-checks"))
+    (result,) = catalog.run("exact-checks", "smoke", store=store, progress=False)
+    return store, result
+
+
 def _toy_train(config, context):
     return {"metrics": {"test_acc": config["acc"]}, "curves": {"loss": [1.0, 0.1]}}
 
@@ -152,11 +160,10 @@ def test_stored_returns_only_runs_already_in_the_store(tmp_path):
         r.config_hash for r in ran]
 
 
-def test_awnn_starting_widths_are_exact_and_read_run_not_reproduced(tmp_path):
+def test_awnn_starting_widths_are_exact_and_read_run_not_reproduced(exact_checks):
     """Eq. 11's starting widths come from the exact-checks run; the paper's "approximately"
     values have no tolerance, so the rows say "run" with our closed-form width."""
-    store = ResultsStore(tmp_path)
-    (result,) = catalog.run("exact-checks", "smoke", store=store, progress=False)
+    store, result = exact_checks
     rows = {r.item.id: r for r in ledger_rows(store)}
     for slug, rate, paper in (("tabular-rate0.01", 0.01, 256), ("image-rate0.02", 0.02, 128),
                               ("multi30k-rate0.004", 0.004, 512)):
@@ -168,13 +175,12 @@ def test_awnn_starting_widths_are_exact_and_read_run_not_reproduced(tmp_path):
                                                                      "multi30k-rate0.004")] == [231, 116, 576]
 
 
-def test_fig2_and_fig7_left_read_the_depth_variance_ratio_of_theorem_3_1(tmp_path):
+def test_fig2_and_fig7_left_read_the_depth_variance_ratio_of_theorem_3_1(exact_checks):
     """Figs. 2 / 7 (left) have no number; the exact-checks run stores Var[alpha^5] / Var[alpha^1]
     (mean of 16 draws) under kaiming+ (about 1) and kaiming (the collapse), and the rows read them."""
     from hacn_core.awnn.studies import init as ai
 
-    store = ResultsStore(tmp_path)
-    (result,) = catalog.run("exact-checks", "smoke", store=store, progress=False)
+    store, result = exact_checks
     plus = result.metrics["awnn_kaiming_plus_variance_ratio_l5_l1"]
     kaiming = result.metrics["awnn_kaiming_variance_ratio_l5_l1"]
     assert 0.8 < plus < 1.25
@@ -251,13 +257,11 @@ def test_exact_and_shown_rows_read_where_the_book_shows_them(tmp_path, monkeypat
     assert row.setting == "drawn from toy-figure: 1 stored runs (seeds 3), scaled (tiny)"
 
 
-def test_a_compared_number_wins_over_exact(tmp_path):
+def test_a_compared_number_wins_over_exact(tmp_path, exact_checks):
     """Gamma of Sec. 4 is shown exactly in chapter 1 and compared by the exact-checks run: the comparison wins."""
-    store = ResultsStore(tmp_path)
     gamma = item("hacn/sec4/gamma-acn")
-    assert ledger_rows(store, [gamma])[0].status == "not run"
-    catalog.run("exact-checks", "smoke", store=store, progress=False)
-    row = ledger_rows(store, [gamma])[0]
+    assert ledger_rows(ResultsStore(tmp_path), [gamma])[0].status == "not run"  # no run stored
+    row = ledger_rows(exact_checks[0], [gamma])[0]
     assert row.status == "reproduced" and row.tolerance == 0.0 and "one run" in row.verdict
 
 

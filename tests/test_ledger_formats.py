@@ -1,5 +1,6 @@
 """The machine-readable ledger: ``python -m hacn_core ledger --format csv|json`` on the committed store."""
 
+import contextlib
 import csv
 import io
 import json
@@ -28,8 +29,17 @@ def rows():
     return {r.item.id: r for r in ledger_rows(ResultsStore(RESULTS))}
 
 
-def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(capsys, rows):
-    text = _cli(capsys, "csv")
+@pytest.fixture(scope="module")
+def csv_text() -> str:
+    """``ledger --format csv`` on the committed store, run once for the module (each run reads every result)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["ledger", "--format", "csv", "--results", str(RESULTS)]) == 0
+    return out.getvalue()
+
+
+def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(csv_text, rows):
+    text = csv_text
     table = pd.read_csv(io.StringIO(text))
     assert tuple(table.columns) == COLUMNS == ("id", "paper", "item", "quantity", "paper value", "paper std",
                                                "our mean", "our std", "seeds", "tolerance", "ci low", "ci high",
@@ -52,9 +62,9 @@ def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(ca
         assert (math.isnan(record["paper value"]) if paper is None else record["paper value"] == paper)
 
 
-def test_our_std_is_the_sample_std_of_the_runs_not_the_interval(capsys, rows):
+def test_our_std_is_the_sample_std_of_the_runs_not_the_interval(csv_text, rows):
     """``our std`` times t / sqrt(n) is the text ledger's 95% half-width (Student's t, n - 1 dof)."""
-    table = pd.read_csv(io.StringIO(_cli(capsys, "csv")))
+    table = pd.read_csv(io.StringIO(csv_text))
     several = table[table["seeds"] >= 2]
     assert len(several) > 20
     for record in several.to_dict("records"):
@@ -65,8 +75,8 @@ def test_our_std_is_the_sample_std_of_the_runs_not_the_interval(capsys, rows):
     assert len(single) and single["our std"].isna().all()  # one run has no spread
 
 
-def test_json_round_trips_the_csv_rows_and_keeps_the_seed_list(capsys, rows):
-    csv_rows = list(csv.DictReader(io.StringIO(_cli(capsys, "csv"))))
+def test_json_round_trips_the_csv_rows_and_keeps_the_seed_list(capsys, csv_text, rows):
+    csv_rows = list(csv.DictReader(io.StringIO(csv_text)))
     records = json.loads(_cli(capsys, "json"))
     assert len(records) == len(csv_rows) == len(PAPER_ITEMS)
     for record, line in zip(records, csv_rows, strict=True):
@@ -93,10 +103,10 @@ def test_text_stays_the_default(capsys, tmp_path):
     assert out.splitlines()[0].split()[:2] == ["paper", "item"] and "not run" in out
 
 
-def test_tolerance_interval_and_chapter_columns(capsys, rows):
+def test_tolerance_interval_and_chapter_columns(csv_text, rows):
     """Every compared row carries its tolerance and (two runs or more) its 95% interval, and its status follows
     from them by the ledger's rule; every row placed in the book names its page."""
-    table = pd.read_csv(io.StringIO(_cli(capsys, "csv")), keep_default_na=False, na_values=[""])
+    table = pd.read_csv(io.StringIO(csv_text), keep_default_na=False, na_values=[""])
     compared = table[table["status"].isin(["reproduced", "differs", "inconclusive"])]
     assert len(compared) > 40 and compared["tolerance"].notna().all()
     for record in compared.to_dict("records"):
