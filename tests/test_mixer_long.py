@@ -48,7 +48,7 @@ def test_pooled_difference_is_students_equal_variance_interval():
 
 def test_long_configs_cover_the_issue_and_train_full_data_longer():
     configs = hm.long_configs()
-    assert len({config_hash(c) for c in configs}) == len(configs) == 45
+    assert len({config_hash(c) for c in configs}) == len(configs) == 48
     full = [c for c in configs if c["epochs"] == hm.LONG_EPOCHS]
     assert all(c["train_subset"] is None and c["num_layers"] == 16 for c in configs)
     key = {(c["arch"], c["rule"], c["num_classes"], c["alpha_mu"]) for c in full}
@@ -57,6 +57,7 @@ def test_long_configs_cover_the_issue_and_train_full_data_longer():
     for mu in (0.25, 0.75, 1.0):
         assert ("mixer", "hacn", 10, mu) in key
     assert ("mixer", "hacn", 2, 0.25) in key and ("mixer", "hacn_code_mixer", 10, 0.25) in key
+    assert ("mixer", "hacn_code_mixer", 2, 0.25) in key  # Table 3 under the public code's rule too
     assert ("dense_mixer", None, 10, None) in key
     # every cell has 3 seeds; the first 18 runs are the core set ResNet / ACN / H-ACN x 10 and 2 classes
     assert all(sum(1 for c in full if (c["arch"], c["rule"], c["num_classes"], c["alpha_mu"]) == k) == 3 for k in key)
@@ -71,13 +72,13 @@ def test_long_configs_cover_the_issue_and_train_full_data_longer():
 
 def _run(rule, seed, *, classes=10, mu=0.25, acc=0.9, half=0.5, gamma=0.3, loss=0.1, noise=0.8, epochs=30,
          alphas=None):
-    config = hm.make_config(rule, seed, num_classes=classes, alpha_mu=mu if rule == "hacn" else None,
+    config = hm.make_config(rule, seed, num_classes=classes, alpha_mu=mu if rule.startswith("hacn") else None,
                             train_subset=None, epochs=epochs)
     metrics = {"test_accuracy": acc, "first_half_exit_accuracy": half, "train_loss": loss, "steps": 100,
                "noise_accuracy/0.1": noise + 0.05, "noise_accuracy/0.3": noise, "noise_accuracy/0.5": noise - 0.1,
                "noise_accuracy/1": noise - 0.2}
     curves = {"layerwise_test_accuracy": [0.1, half, acc]}
-    if rule == "hacn":
+    if rule.startswith("hacn"):
         a = np.asarray(alphas if alphas is not None else [gamma] * 4, dtype=float)
         metrics["gamma"] = float(np.linalg.norm(a) / 2)
         # a trajectory recorded every 10 steps, moving linearly then stopping at 70% of training
@@ -108,8 +109,17 @@ def test_budget_check_and_claims_read_the_runs():
                       alphas=[0.6 + 0.01 * s, 0.5, 0.4, 0.3 - 0.01 * s]),
                  _run("hacn", s, classes=2, acc=0.99, half=0.98 + 0.001 * s, alphas=[0.3, 0.2 + 0.01 * s, 0.2, 0.2]),
                  _run("hacn", s, epochs=15, alphas=[0.6, 0.5, 0.4, 0.3 + 0.01 * s])]
+    # the public code's rule: Γ 0.8 on 10 classes, about 0.4 on 2 classes (2 seeds each)
+    code = [_run("hacn_code_mixer", s, alphas=[0.8 + 0.01 * s] * 4) for s in range(2)]
+    code += [_run("hacn_code_mixer", s, classes=2, alphas=[0.4 + 0.01 * s] * 4) for s in range(2)]
+    assert hmr.table3(code[:1]).loc["10 classes", "ours Gamma, public code rule"] == "0.800, n=1"
+    assert hmr.table3(code).loc["2 classes", "ours Gamma, public code rule"] == "0.405 (0.007), n=2"
+    assert hmr.table3(runs).loc["2 classes", "ours Gamma, public code rule"] == "-"
+    code_claim = "With the public code's rule too, Γ is larger on the harder task"
+    assert code_claim not in set(hmr.claims(runs)["claim"])  # no public-code runs: no such row
+    runs += code
     full, half = hmr.split_budgets(runs)
-    assert len(full) == 12 and len(half) == 3 and all(r.config["epochs"] == 15 for r in half)
+    assert len(full) == 16 and len(half) == 3 and all(r.config["epochs"] == 15 for r in half)
     check = hmr.budget_check_table(runs)
     assert list(check["classes"]) == [10] and check.loc[0, "change"].startswith("+")
     table = hmr.claims(runs).set_index("claim")
@@ -120,6 +130,8 @@ def test_budget_check_and_claims_read_the_runs():
     assert verdict["H-ACN trains faster than an ACN (the ACN needs ~100 more epochs of 300)"] is True
     gamma = next(c for c in table.index if c.startswith("Γ is larger on the harder task"))
     assert verdict[gamma] is True and "0.428" in gamma and "0.326" in gamma  # read from the paper items
+    assert verdict[code_claim] is True and table.loc[code_claim, "ours"].startswith(
+        "Γ, 10 − 2 classes, public code rule: +0.400 ± ")
     noise = next(c for c in table.index if c.startswith("H-ACN is more robust"))
     assert verdict[noise] is True
     seeds = next(c for c in table.index if c.startswith("The converged a hardly depend"))
