@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Train experiments' missing runs on a lent device machine, in one call, before a deadline.
+#
+#   here:       tools/device_runs.sh pack              # data into .devcarry/ (ignored), results/ hidden
+#   on device:  HACN_GIT_COMMIT=<sha> tools/device_runs.sh DEADLINE_S JOB [JOB ...]
+#   here:       tools/device_runs.sh unpack FILES_AT   # restore results/, copy finished runs into ../runs/<exp>/store
+#
+# JOB is EXPERIMENT:PROFILE:WORKERS:gpu|cpu[:KEY=VALUE,KEY=VALUE] (the last part becomes --where).
+# Workers of one job share its runs through the store's run locks, as tools/train_background.sh's do;
+# a "cpu" worker hides the GPU (CUDA_VISIBLE_DEVICES=), so the machine's CPU cores train beside the GPU.
+# Each worker has one torch thread (HACN_THREADS=1: the same configuration hashes as the runs trained
+# here). At the deadline the workers are stopped: unfinished runs are dropped (their checkpoints stay
+# on the device machine), finished ones come back in $OUT/results.tar with every worker's log in
+# $OUT/logs.tar. Every result records the device it ran on and $HACN_GIT_COMMIT.
+set -u
+repo=$(cd "$(dirname "$0")/.." && pwd)
+carry=$repo/.devcarry
+case "${1:-}" in
+  pack)
+    set -e
+    mkdir -p "$carry"
+    grep -qx "/.devcarry/" "$repo/.git/info/exclude" || echo "/.devcarry/" >> "$repo/.git/info/exclude"
+    data=${HACN_DATA:-$repo/.data}
+    # links are followed (-h): the offline mirror's files travel, not links to them
+    tar -czhf "$carry/data.tar.gz" -C "$data" MNIST FashionMNIST TUDataset/NCI1/raw TUDataset/MUTAG/raw
+    "$repo/tools/device_tree.sh" hide
+    du -sh "$carry"; exit 0 ;;
+  unpack)
+    set -e
+    at=${2:?usage: tools/device_runs.sh unpack FILES_AT}
+    "$repo/tools/device_tree.sh" restore
+    tmp=$(mktemp -d); tar -xf "$at/results.tar" -C "$tmp"
+    for d in "$tmp"/*/; do
+      exp=$(basename "$d"); dst=$(dirname "$repo")/runs/$exp/store/$exp; mkdir -p "$dst"
+      n=0; for f in "$d"*.json; do [ -e "$dst/$(basename "$f")" ] || { cp "$f" "$dst/"; n=$((n + 1)); }; done
+      echo "$exp: $n new result(s) into $dst"
+    done
+    rm -rf "$tmp"; exit 0 ;;
+esac
+deadline=$(( $(date +%s) + ${1:?usage: tools/device_runs.sh DEADLINE_S JOB [JOB ...]} )); shift
+out=${OUT:-device-out}; mkdir -p "$out/logs"; out=$(cd "$out" && pwd)
+py=${HACN_PYTHON:-python3}
+data=/tmp/hacn-data; store=/tmp/hacn-store; mkdir -p "$data" "$store"
+tar -xzf "$carry/data.tar.gz" -C "$data"
+{ date; nvidia-smi; nproc; "$py" -c "import torch; print('torch', torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"; } > "$out/logs/env.txt" 2>&1
+pids=()
+for job in "$@"; do
+  IFS=: read -r exp profile workers dev where <<< "$job"
+  for i in $(seq 1 "$workers"); do
+    left=$(( deadline - $(date +%s) )); [ "$left" -lt 30 ] && break
+    hide=(); [ "$dev" = cpu ] && hide=(CUDA_VISIBLE_DEVICES=)
+    args=(); [ -n "${where:-}" ] && args=(--where ${where//,/ })
+    log="$out/logs/$exp-$dev-${where//[=,]/_}-$i.log"
+    env "${hide[@]}" HACN_DATA="$data" HACN_THREADS=1 OMP_NUM_THREADS=1 HACN_QUIET=1 \
+      timeout -s TERM -k 20 "$left" "$py" -m hacn_core run "$exp" --profile "$profile" --results "$store" \
+      --checkpoint-every 1m "${args[@]}" > "$log" 2>&1 < /dev/null &
+    pids+=($!)
+    sleep 3  # let this worker take its run's lock before the next one looks
+  done
+done
+echo "started ${#pids[@]} worker(s); deadline in $(( deadline - $(date +%s) )) s"
+wait "${pids[@]}"
+(cd "$store" && find . -maxdepth 2 -regextype posix-extended -regex '\./[^.][^/]*/[0-9a-f]{16}\.json' -print0 \
+  | tar -cf "$out/results.tar" --null -T -)
+tar -cf "$out/logs.tar" -C "$out" logs && rm -rf "$out/logs"
+tar -tf "$out/results.tar" | awk -F/ '{print $2}' | sort | uniq -c
+echo "done, $(( deadline - $(date +%s) )) s before the deadline"
