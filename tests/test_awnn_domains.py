@@ -50,7 +50,12 @@ def test_profiles_are_table4_and_table5_and_the_stated_book_subsets():
     assert c["sigma_theta"] == 1.0 and quantile_width(c["rate_init"], c["k"]) == 116  # Table 4, "about 128"
     assert sorted({c["head_width"] for c in paper if c["head"] == "fixed"}) == [0, 32, 128, 256, 512]
     book = im.book_configs()
-    assert len(book) == 24 and {c["epochs"] for c in book} == {4} and {c["milestones"] for c in book} == {(1, 2, 3)}
+    assert len(book) == 30 and {c["epochs"] for c in book} == {4} and {c["milestones"] for c in book} == {(1, 2, 3)}
+    seeds = {(c["dataset"], c["head"]): set() for c in book}
+    for c in book:
+        seeds[c["dataset"], c["head"]].add(c["seed"])
+    assert {k: sorted(v) for k, v in seeds.items()} == {  # five adaptive runs a dataset for Fig. 9's width comparison
+        (d, h): [0, 1, 2, 3, 4] if h == "adaptive" else [0, 1] for d in ("MNIST", "FashionMNIST") for h in ("adaptive", "fixed")}
     gp = [c for c in gr.paper_configs() if c["dataset"] == "NCI1"]  # REDDIT-B: tests/test_awnn_reddit.py
     assert len(gp) == 10 * 12 * 2 * 3 and {(c["epochs"], c["patience"], c["lr"]) for c in gp} == {(1000, 500, 0.01)}
     assert {(c["batch_size"], c["layers"], c["pooling"]) for c in gp} == {

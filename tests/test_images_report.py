@@ -94,7 +94,7 @@ def test_coverage_counts_the_stored_seeds_of_every_cell():
     table = imr.coverage_table(im.book_configs(), stored + [other])
     assert len(table) == 12 and "runs stored" not in table  # 2 datasets x 6 arms; one run per seed
     row = {(r["dataset"], r["classifier"]): r for r in table.to_dict("records")}
-    assert row["MNIST", "AWNN"] | {} == {"dataset": "MNIST", "classifier": "AWNN", "seeds planned": 2,
+    assert row["MNIST", "AWNN"] | {} == {"dataset": "MNIST", "classifier": "AWNN", "seeds planned": 5,
                                          "seeds stored": 2, "stored": "0, 1"}
     assert (row["MNIST", "fixed, linear"]["seeds stored"], row["MNIST", "fixed, linear"]["stored"]) == (1, "1")
     assert row["MNIST", "fixed, 32 wide"]["stored"] == "none yet"
@@ -193,8 +193,8 @@ def test_fig9_draws_the_mean_width_per_epoch_and_tables_mnist_values():
 def test_budget_is_the_measured_step_cost_times_the_steps():
     b = imr.budget("book")
     epoch_s = STEPS * im.STEP_S + 17 * im.EVAL_S_PER_1000  # 415 steps, 7,000 + 10,000 images evaluated
-    assert (b["steps_per_epoch"], b["eval_images"], b["runs"], b["epochs"]) == (415, 17_000, 12, 4)
-    assert b["epoch_s"] == pytest.approx(epoch_s) and b["cpu_h"] == pytest.approx(12 * 4 * epoch_s / 3600)
+    assert (b["steps_per_epoch"], b["eval_images"], b["runs"], b["epochs"]) == (415, 17_000, 15, 4)
+    assert b["epoch_s"] == pytest.approx(epoch_s) and b["cpu_h"] == pytest.approx(15 * 4 * epoch_s / 3600)
     smoke = imr.budget("smoke")
     assert (smoke["steps_per_epoch"], smoke["eval_images"]) == (2, 256)  # 256 images, 128 + 128 evaluated
     assert imr.budget("paper")["runs"] == 60  # MNIST: 6 arms x 10 seeds

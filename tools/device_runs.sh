@@ -43,6 +43,11 @@ py=${HACN_PYTHON:-python3}
 data=/tmp/hacn-data; store=/tmp/hacn-store; mkdir -p "$data" "$store"
 tar -xzf "$carry/data.tar.gz" -C "$data"
 { date; nvidia-smi; nproc; "$py" -c "import torch; print('torch', torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"; } > "$out/logs/env.txt" 2>&1
+# torch-geometric writes processed/ on first read: do it once here, not in parallel in every worker
+for d in "$data"/TUDataset/*/; do
+  HACN_DATA="$data" "$py" -c "from hacn_core.engine.data import load_tudataset; load_tudataset('$(basename "$d")')" \
+    >> "$out/logs/env.txt" 2>&1
+done
 pids=()
 for job in "$@"; do
   IFS=: read -r exp profile workers dev where <<< "$job"
