@@ -173,6 +173,10 @@ def test_budget_and_cost_follow_the_measured_epoch_cost():
     runs = [_run(c, val=0.5, test=0.5, cpu_s=s, epochs_run=e) for c, s, e in zip(planned, (30.0, 10.0), (60, 50))]
     row = grr.cost_table(runs).iloc[0]
     assert (row["runs"], row["epochs run"], row["CPU s per epoch"]) == (2, 55.0, 0.35)  # 0.5 and 0.2
+    runs[1].provenance = {"device": "cpu: Intel(R) Xeon(R) Processor (16 cores, 1 torch threads)", "threads": 1}
+    table = grr.cost_table(runs).set_index("machine")  # another machine's runs get their own row
+    assert list(table.index) == ["CPU, 16 cores, 1 thread", "not recorded"]
+    assert table.loc["CPU, 16 cores, 1 thread", "CPU s per epoch"] == 0.2
 
 
 @pytest.mark.skipif(bool(missing_files("NCI1") or missing_files("MUTAG")), reason="NCI1 / MUTAG not under $HACN_DATA")

@@ -65,3 +65,14 @@ def test_stored_summary_says_how_much_of_a_study_is_stored():
     runs = [SimpleNamespace(seed=s, provenance={"device": "cpu"}) for s in (2, 0, 2)]
     runs.append(SimpleNamespace(seed=1, provenance={}))
     assert stored_summary(runs, 9) == "4 of 9 runs stored (seeds 0, 1, 2), trained on cpu; device not recorded"
+
+
+def test_device_label_names_the_gpu_model_and_tells_cpus_apart_by_cores():
+    from hacn_core.engine.tables import device_label
+
+    assert device_label({"device": "cuda: NVIDIA H100 80GB HBM3", "threads": 1}) == "H100"
+    assert device_label({"device": "cpu: Intel(R) Xeon(R) Processor (2 cores, 1 torch threads)",
+                         "threads": 1}) == "CPU, 2 cores, 1 thread"
+    assert device_label({"device": "cpu: Intel(R) Xeon(R) Processor (16 cores, 4 torch threads)",
+                         "threads": 4}) == "CPU, 16 cores, 4 threads"
+    assert device_label({}) == "not recorded"

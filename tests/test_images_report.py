@@ -204,8 +204,15 @@ def test_budget_is_the_measured_step_cost_times_the_steps():
     assert setting.loc["optimiser", "this book"] == "the same"
 
 
-def test_cost_table_divides_cpu_time_by_the_steps():
+def test_cost_table_divides_cpu_time_by_the_steps_and_keeps_devices_apart():
     runs = [_run("MNIST", "fixed", 0, s, val=0.9, test=0.9, cpu_s=4 * STEPS * c) for s, c in ((0, 0.5), (1, 0.7))]
-    row = imr.cost_table(runs).iloc[0]
-    assert (row["runs"], row["CPU s per step"]) == (2, 0.6)
-    assert row["CPU-hours"] == round(4 * STEPS * 1.2 / 3600, 2)
+    for r in runs:
+        r.provenance = {"device": "cpu: Some Xeon (2 cores, 1 torch threads)", "threads": 1, "wall_time_s": 1e6}
+    gpu = _run("MNIST", "fixed", 0, 0, val=0.9, test=0.9, cpu_s=1.0)
+    gpu.provenance = {"device": "cuda: NVIDIA H100 80GB HBM3", "threads": 1, "wall_time_s": 4 * STEPS * 0.02}
+    table = imr.cost_table(runs + [gpu]).set_index("device")
+    cpu = table.loc["CPU, 2 cores, 1 thread"]  # process time: the wall time (paused, shared) is not the cost
+    assert (cpu["runs"], cpu["time measured"], cpu["ms per step"]) == (2, "process", 600.0)
+    assert cpu["device-hours"] == round(4 * STEPS * 1.2 / 3600, 2)
+    h100 = table.loc["H100"]  # wall time: what the GPU was held for
+    assert (h100["runs"], h100["time measured"], h100["ms per step"]) == (1, "wall", 20.0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import math
 import numbers
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -92,6 +93,23 @@ def coverage_table(planned: Sequence[Mapping[str, Any]], results: Sequence[Any],
             row["runs stored"] = f"{sum(flags)} of {len(flags)}"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def device_label(provenance: Mapping[str, Any]) -> str:
+    """A run's device in a few words, for a table column: the GPU's model ("H100") or "CPU, n cores, t thread(s)".
+
+    Read from the provenance that every stored result records (``device``, ``threads``); two CPUs of the
+    same model name are told apart by their core count, which the device string carries.
+    """
+    device = str(provenance.get("device", "not recorded"))
+    if device.startswith("cuda: "):
+        return device.removeprefix("cuda: ").removeprefix("NVIDIA ").split(" ")[0]
+    if device.startswith("cpu"):
+        cores = re.search(r"\((\d+) cores", device)
+        threads = provenance.get("threads") or 1
+        where = f", {cores.group(1)} cores" if cores else ""
+        return f"CPU{where}, {threads} thread{'s' if threads != 1 else ''}"
+    return device
 
 
 def stored_summary(results: Sequence[Any], planned: int) -> str:

@@ -37,7 +37,7 @@ from hacn_core.awnn.studies.common import paper_printed, paper_text
 from hacn_core.engine.registry import Experiment
 from hacn_core.engine.results import RunResult, config_hash, study_config
 from hacn_core.engine.stats import estimate, sign_verdict, signed, within_verdict
-from hacn_core.engine.tables import ClaimTable, mean_std
+from hacn_core.engine.tables import ClaimTable, device_label, mean_std
 from hacn_core.engine.tables import coverage_table as _coverage
 
 DATASET_LABELS: dict[str, str] = {"NCI1": "NCI1", "MUTAG": "MUTAG", "REDDIT-BINARY": "REDDIT-B"}
@@ -453,21 +453,22 @@ def setting_table():
 
 
 def cost_table(results: Sequence[RunResult]):
-    """Measured CPU time of the stored runs (one thread), per dataset and MLP kind: runs, mean epochs run
-    (patience stops early), mean seconds per run and per epoch, and the total in CPU-hours."""
+    """Measured CPU time of the stored runs (one thread), per dataset, MLP kind and machine: runs, mean epochs
+    run (patience stops early), mean seconds per run and per epoch, and the total in CPU-hours."""
     import pandas as pd
 
     rows = []
     for d in DATASET_LABELS:
         for mlp in ARM_LABELS:
-            runs = [r for r in results if r.config["dataset"] == d and r.config["mlp"] == mlp]
-            if not runs:
-                continue
-            cpu = np.asarray([r.metrics["cpu_s"] for r in runs], dtype=float)
-            epochs = np.asarray([r.metrics["epochs_run"] for r in runs], dtype=float)
-            rows.append({"dataset": DATASET_LABELS[d], "MLPs": ARM_LABELS[mlp], "runs": len(runs),
-                         "epochs run": round(float(epochs.mean()), 1), "CPU s per run": round(float(cpu.mean()), 1),
-                         "CPU s per epoch": round(float((cpu / np.maximum(epochs, 1)).mean()), 3),
-                         "CPU-hours": round(float(cpu.sum()) / 3600, 2)})
+            arm = [r for r in results if r.config["dataset"] == d and r.config["mlp"] == mlp]
+            for device in sorted({device_label(r.provenance) for r in arm}):
+                runs = [r for r in arm if device_label(r.provenance) == device]
+                cpu = np.asarray([r.metrics["cpu_s"] for r in runs], dtype=float)
+                epochs = np.asarray([r.metrics["epochs_run"] for r in runs], dtype=float)
+                rows.append({"dataset": DATASET_LABELS[d], "MLPs": ARM_LABELS[mlp], "machine": device,
+                             "runs": len(runs), "epochs run": round(float(epochs.mean()), 1),
+                             "CPU s per run": round(float(cpu.mean()), 1),
+                             "CPU s per epoch": round(float((cpu / np.maximum(epochs, 1)).mean()), 3),
+                             "CPU-hours": round(float(cpu.sum()) / 3600, 2)})
     return pd.DataFrame(rows)
 

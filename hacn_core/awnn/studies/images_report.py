@@ -34,7 +34,7 @@ from hacn_core.awnn.studies import images as im
 from hacn_core.awnn.studies.common import paper_printed, paper_text
 from hacn_core.engine.results import RunResult
 from hacn_core.engine.stats import difference, estimate, sign_verdict, signed, within_verdict
-from hacn_core.engine.tables import ClaimTable, mean_std
+from hacn_core.engine.tables import ClaimTable, device_label, mean_std
 from hacn_core.engine.tables import coverage_table as _coverage
 
 DATASET_LABELS: dict[str, str] = {"MNIST": "MNIST", "FashionMNIST": "Fashion-MNIST", "CIFAR10": "CIFAR10",
@@ -375,21 +375,25 @@ def setting_table():
 
 
 def cost_table(results: Sequence[RunResult]):
-    """Measured CPU time of the stored runs (one thread), per dataset and classifier: runs, mean seconds per
-    run, seconds per training step (evaluation included) and the total in CPU-hours."""
+    """What the stored runs cost, per dataset, classifier and device: runs, seconds per run and milliseconds per
+    training step (evaluation included). On a CPU the cost is the run's process time (its wall time also counts
+    pauses and other jobs); on a GPU it is the wall time, which is what the GPU was held for."""
     import pandas as pd
 
     rows = []
     for d in im.DATASETS:
         for head, width in im.ARMS:
             runs = arm_runs(results, d, head, width if head == "fixed" else None)
-            if not runs:
-                continue
-            cpu = _metric(runs, "cpu_s")
-            steps = np.asarray([r.config["epochs"] * math.ceil(r.metrics["n_train"] / r.config["batch_size"])
-                                for r in runs], dtype=float)
-            rows.append({"dataset": DATASET_LABELS[d], "classifier": arm_label(head, width), "runs": len(runs),
-                         "CPU s per run": round(float(cpu.mean()), 1),
-                         "CPU s per step": round(float((cpu / steps).mean()), 3),
-                         "CPU-hours": round(float(cpu.sum()) / 3600, 2)})
+            for device in sorted({device_label(r.provenance) for r in runs}):
+                on = [r for r in runs if device_label(r.provenance) == device]
+                gpu = not device.startswith("CPU")
+                seconds = np.asarray([r.provenance.get("wall_time_s", np.nan) if gpu else r.metrics["cpu_s"]
+                                      for r in on], dtype=float)
+                steps = np.asarray([r.config["epochs"] * math.ceil(r.metrics["n_train"] / r.config["batch_size"])
+                                    for r in on], dtype=float)
+                rows.append({"dataset": DATASET_LABELS[d], "classifier": arm_label(head, width), "device": device,
+                             "runs": len(on), "time measured": "wall" if gpu else "process",
+                             "s per run": round(float(seconds.mean()), 1),
+                             "ms per step": round(float((seconds / steps).mean()) * 1000, 1),
+                             "device-hours": round(float(seconds.sum()) / 3600, 2)})
     return pd.DataFrame(rows)
