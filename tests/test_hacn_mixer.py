@@ -192,6 +192,12 @@ def test_tables_put_the_papers_values_beside_ours():
         100 * np.corrcoef([0.3, 0.2, 0.1], [0.3, 0.2, 0.11])[0, 1])
     table = hmr.comparison_table(results)
     assert list(table.index) == ["ResNet", "H-ACN"] and table.loc["ResNet", "Γ"] == "-"
+    both = hmr.seed_correlations_by_rule(results + [_result("hacn_code_mixer", s, 0.9, [0.5, 0.1 * s, 0.2])
+                                                    for s in (0, 1, 2)])
+    assert list(both.columns[:2]) == ["rule", "weights"] and list(both["seed pairs"]) == [1, 1, 3, 3]
+    assert list(both["rule"]) == ["H-ACN"] * 2 + ["H-ACN (public code rule)"] * 2
+    assert both["mean Pearson (%)"].iloc[0] == corr.loc["all L weights", "mean Pearson (%)"]
+    assert hmr.seed_correlations_by_rule(results[:1]).empty  # one seed: no pair to correlate
 
 
 def test_step_costs_are_measured_for_every_architecture_side_by_side(tmp_path):

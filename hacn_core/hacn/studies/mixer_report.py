@@ -137,6 +137,21 @@ def seed_correlations(results: Sequence[RunResult], rule: str = "hacn", num_clas
                              "Mixer/CIFAR-10")
 
 
+def seed_correlations_by_rule(results: Sequence[RunResult], rules: Sequence[str] = ("hacn", "hacn_code_mixer"),
+                              num_classes: int = 10):
+    """:func:`seed_correlations` of each rule in ``rules`` with at least two seeds stored, one table with a
+    ``rule`` column (Eq. 2's H-ACN beside the public code's rule); an empty frame when none has two."""
+    import pandas as pd
+
+    parts = [seed_correlations(results, rule=rule, num_classes=num_classes).reset_index()
+             .assign(rule=RULE_LABELS[rule]) for rule in rules]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame()
+    table = pd.concat(parts, ignore_index=True)
+    return table[["rule"] + [c for c in table.columns if c != "rule"]]
+
+
 def correlation_table(runs: Sequence[RunResult], paper_item: str, paper_setting: str):
     """Pearson correlation of the converged ``a`` (``alpha_final``) between every pair of ``runs`` (seeds of one
     cell), over all ``L`` weights and without ``a_L``, beside the paper's value of ``paper_item``; an empty
