@@ -398,8 +398,10 @@ def test_every_committed_result_carries_a_checksum_that_verifies():
         warnings.simplefilter("error")  # no stray file, no file without a checksum
         stored = list(ResultsStore(R.COMMITTED_STORE).iter_results())
     assert len(stored) > 500 and all(r.checksum and r.checksum.startswith("sha256:") for r in stored)
-    # every committed run was made with one torch thread in one process: it keeps its hash
-    assert all(re.search(r", 1 torch threads\)$", r.provenance["device"]) for r in stored)
+    # every committed run was made with one torch thread in one process: it keeps its hash (a CPU's device string
+    # carries the thread count; a GPU run records it as "threads")
+    assert all(re.search(r", 1 torch threads\)$", r.provenance["device"]) if r.provenance["device"].startswith("cpu")
+               else r.provenance["device"].startswith("cuda: ") and r.provenance["threads"] == 1 for r in stored)
     assert not any(set(R.EXECUTION_KEYS) & set(r.config) for r in stored)
 
 
