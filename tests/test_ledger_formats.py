@@ -39,8 +39,7 @@ def csv_text() -> str:
 
 
 def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(csv_text, rows):
-    text = csv_text
-    table = pd.read_csv(io.StringIO(text))
+    table = pd.read_csv(io.StringIO(csv_text))
     assert tuple(table.columns) == COLUMNS == ("id", "paper", "item", "quantity", "paper value", "paper std",
                                                "our mean", "our std", "seeds", "tolerance", "ci low", "ci high",
                                                "status", "verdict", "setting", "experiment", "chapter", "checked by",
@@ -50,7 +49,7 @@ def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(cs
                                                         if v}
     assert table["seeds"].dtype.kind == "i" and table["our mean"].dtype.kind == "f"
     # empty cells, never the text "nan"; unrounded numbers; seeds = the number of runs
-    cells = list(csv.reader(io.StringIO(text)))
+    cells = list(csv.reader(io.StringIO(csv_text)))
     assert not any(cell.lower() == "nan" for line in cells for cell in line)
     for record in table.to_dict("records"):
         row = rows[record["id"]]

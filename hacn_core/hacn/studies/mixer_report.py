@@ -107,18 +107,18 @@ def table3(results: Sequence[RunResult]):
     (``ours Gamma``) and by the public code's rule (``hacn_code_mixer``, its own column)."""
     import pandas as pd
 
-    def gamma(rule: str, classes: int) -> str:
-        runs = cell_runs(results, rule=rule, alpha_mu=0.25, num_classes=classes)
+    def gammas(runs: Sequence[RunResult]) -> str:
         return seed_cell([r.metrics["gamma"] for r in runs], digits=3)
 
     rows = []
     for classes, paper_name in TABLE3_TASKS:
-        runs = cell_runs(results, rule="hacn", alpha_mu=0.25, num_classes=classes)
+        eq2, code = (cell_runs(results, rule=rule, alpha_mu=0.25, num_classes=classes)
+                     for rule in ("hacn", "hacn_code_mixer"))
         rows.append({"task": f"{classes} classes", "paper task": paper_name,
                      "paper Gamma": item(table3_item(classes)).paper_value,
-                     "ours Gamma": gamma("hacn", classes),
-                     "ours test acc (%)": seed_cell([r.metrics["test_accuracy"] for r in runs], 100.0),
-                     "ours Gamma, public code rule": gamma("hacn_code_mixer", classes)})
+                     "ours Gamma": gammas(eq2),
+                     "ours test acc (%)": seed_cell([r.metrics["test_accuracy"] for r in eq2], 100.0),
+                     "ours Gamma, public code rule": gammas(code)})
     rows.append({"task": "-", "paper task": "ImageNet", "paper Gamma": item(TABLE3_IMAGENET).paper_value,
                  "ours Gamma": "not run", "ours test acc (%)": "-", "ours Gamma, public code rule": "not run"})
     return pd.DataFrame(rows).set_index("task")
