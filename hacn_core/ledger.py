@@ -230,9 +230,11 @@ def _book_row(item: PaperItem, place: Place, experiments: dict[str, Experiment],
                      f"{_setting(experiment, chosen, bool(at_paper))}")
     if not drawn:
         return LedgerRow(item, None, (), "", "not run", ", ".join(place.drawn_from))
-    # no number, so no seeds: the setting says how many runs the figure draws
-    return LedgerRow(item, None, (), "drawn from " + "; ".join(parts), "shown", ", ".join(drawn),
-                     verdict="a figure drawn from stored runs: no single number to compare")
+    # no number, so no seeds: the setting says how many runs the figure (or table cell) draws
+    verdict = ("a figure drawn from stored runs: no single number to compare" if item.item.startswith("Fig.") else
+               "a table cell the chapter computes from stored runs (model selection over arms or folds), beside "
+               "the paper's number: no single link to compare")
+    return LedgerRow(item, None, (), "drawn from " + "; ".join(parts), "shown", ", ".join(drawn), verdict=verdict)
 
 
 # When several experiments reproduce one item, the row shows the most faithful one.

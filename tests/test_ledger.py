@@ -255,6 +255,24 @@ def test_exact_and_shown_rows_read_where_the_book_shows_them(tmp_path, monkeypat
     (row,) = ledger_rows(store, [placed])
     assert row.status == "shown" and row.ours is None and row.seeds == () and row.experiment == "toy-figure"
     assert row.setting == "drawn from toy-figure: 1 stored runs (seeds 3), scaled (tiny)"
+    assert row.verdict.startswith("a figure drawn from stored runs")
+    # a Table 1 cell that the chapter computes by model selection is "shown" too, and says it is a table cell
+    cell = dataclasses.replace(item("awnn/table1/nci1-fixed-accuracy"),
+                               book=Place("awnn_06_graphs", "Accuracy and width (Table 1)", drawn_from=("toy-figure",)))
+    (row,) = ledger_rows(store, [cell])
+    assert row.status == "shown" and row.verdict.startswith("a table cell the chapter computes")
+
+
+def test_offline_table1_rows_link_their_awnn_cells_and_draw_the_selected_ones():
+    """AWNN Table 1 on MNIST and the text task: the AWNN cells are means over the adaptive runs (a scaled analogue
+    once runs are stored); the fixed cells and NCI1's are computed by model selection in the chapter (drawn)."""
+    links = {link.item: (e.id, link) for e in catalog.registry().values() for link in e.links}
+    assert links["awnn/table1/mnist-awnn-accuracy"][0] == "awnn-images"
+    assert links["awnn/table1/mnist-awnn-width"][1].metric == "width"
+    assert links["awnn/table1/multi30k-awnn-loss"][1].where == {"ffn": "adaptive"}
+    for cell in ("mnist-fixed-accuracy", "nci1-awnn-accuracy", "nci1-fixed-width", "multi30k-fixed-loss"):
+        assert f"awnn/table1/{cell}" not in links and item(f"awnn/table1/{cell}").book.drawn_from, cell
+    assert item("awnn/table1/cifar10-awnn-accuracy").book.drawn_from is None  # needs a download: not run offline
 
 
 def test_a_compared_number_wins_over_exact(tmp_path, exact_checks):

@@ -292,9 +292,11 @@ PLACES: dict[str, Place] = {
     "awnn/appd/spiral-fixed-plus-accuracy": Place(CH4, "Fixed+: the fixed MLP at AWNN's width (App. D)"),
     "awnn/appd/spiralhard-fixed-plus-accuracy": Place(CH4, "Fixed+: the fixed MLP at AWNN's width (App. D)"),
     # chapter 7 (text): Table 1's Multi30k row, the "200x" claim and Multi30k's size (Table 2)
-    **{f"awnn/table1/multi30k-{arm}-{q}": Place("awnn_07_text", "Table 1's Multi30k row beside ours")
+    **{f"awnn/table1/multi30k-{arm}-{q}": Place("awnn_07_text", "Table 1's Multi30k row beside ours",
+                                                 drawn_from=("awnn-text",))
        for arm in ("fixed", "awnn") for q in ("loss", "width")},
-    "awnn/sec5/multi30k-ffn-parameter-ratio": Place("awnn_07_text", "Far fewer FFN parameters at a comparable loss?"),
+    "awnn/sec5/multi30k-ffn-parameter-ratio": Place("awnn_07_text", "Far fewer FFN parameters at a comparable loss?",
+                                                     drawn_from=("awnn-text",)),
     "awnn/table2/multi30k-samples": Place("awnn_07_text", "The setting, and why this budget"),
     **{f"awnn/table1/{d}-{arm}-{q}": Place(CH2, "Accuracy and total width (Table 1)")
        for d in TABULAR for arm in ("fixed", "awnn") for q in ("accuracy", "width")},
@@ -305,12 +307,13 @@ PLACES: dict[str, Place] = {
 CH5, CH6 = "awnn_05_images", "awnn_06_graphs"
 TABLE1_SECTION, SETTING_SECTION = "Accuracy and width (Table 1)", "The setting, and why this budget"
 PLACES |= {
-    **{f"awnn/table1/{d}-{arm}-{q}": Place(CH5, TABLE1_SECTION)
+    # the offline dataset's rows are drawn from the stored runs; CIFAR's need a download
+    **{f"awnn/table1/{d}-{arm}-{q}": Place(CH5, TABLE1_SECTION, drawn_from=("awnn-images",) if d == "mnist" else None)
        for d in ("mnist", "cifar10", "cifar100") for arm in ("fixed", "awnn") for q in ("accuracy", "width")},
     **{f"awnn/table2/{d}-samples": Place(CH5, SETTING_SECTION) for d in ("mnist", "cifar10", "cifar100")},
     "awnn/table4": Place(CH5, SETTING_SECTION),
     "awnn/fig9": Place(CH5, "Width and task difficulty (Fig. 9)", drawn_from=("awnn-images",)),
-    **{f"awnn/table1/{d}-{arm}-{q}": Place(CH6, TABLE1_SECTION)
+    **{f"awnn/table1/{d}-{arm}-{q}": Place(CH6, TABLE1_SECTION, drawn_from=("awnn-graphs",) if d == "nci1" else None)
        for d in ("nci1", "reddit-b") for arm in ("fixed", "awnn") for q in ("accuracy", "width")},
     "awnn/table2/nci1-samples": Place(CH6, "The protocol"),
     "awnn/table5": Place(CH6, SETTING_SECTION),

@@ -77,12 +77,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hacn_core.awnn import ELBOLoss, WidthCallback, quantile_width
+from hacn_core.awnn import ELBOLoss, WidthCallback, paper_items, quantile_width
 from hacn_core.awnn.callback import WidthTrace
 from hacn_core.awnn.studies.common import SplitAccuracy, check_choice, check_count, elbo_curves, selected_epoch
 from hacn_core.engine.augment import AugmentNormalize
 from hacn_core.engine.data import IMAGE_TRAIN_SPLITS, image_tensors, stratified_split
-from hacn_core.engine.registry import Experiment, with_overrides
+from hacn_core.engine.registry import Experiment, Link, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.stats import round_significant
 from hacn_core.engine.training import TrainConfig, fit
@@ -282,11 +282,26 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
         note=f"head at its starting width, {quantile_width(config['rate_init'], config['k'])}" if adaptive else "")
 
 
+def _links() -> tuple[Link, ...]:
+    """The ledger's links: Table 1's AWNN cells, a mean over the adaptive runs of a dataset. The fixed cells
+    are the width model selection picks, which no single link expresses: the ledger shows them as drawn
+    in the chapter (``hacn_core.awnn.paper_items``)."""
+    links = []
+    for d in PAPER_DATASETS:
+        where = {"dataset": d, "head": "adaptive"}
+        std = paper_items.item(f"awnn/table1/{d.lower()}-awnn-width").paper_std
+        links.append(Link(f"awnn/table1/{d.lower()}-awnn-accuracy", "test_acc", where, scale=100.0, tolerance=1.0))
+        # within one run-to-run standard deviation of the paper's own 10 runs, as the tabular rows
+        links.append(Link(f"awnn/table1/{d.lower()}-awnn-width", "width", where, tolerance=std))
+    return tuple(links)
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="ResNet-20 with an adaptive or fixed classifier on images (AWNN Table 1, image rows; Table 4; Fig. 9)",
     train=train_image_run,
     plan=dry_run_plan,
+    links=_links(),
     distributed=False,  # the head's width changes during training, which DistributedDataParallel cannot follow
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={

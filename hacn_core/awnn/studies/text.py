@@ -123,10 +123,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hacn_core.awnn import ELBOLoss, WidthCallback, model_widths, quantile_width
+from hacn_core.awnn import ELBOLoss, WidthCallback, model_widths, paper_items, quantile_width
 from hacn_core.awnn.studies.common import check_choice, check_count, elbo_curves
 from hacn_core.engine.data import DatasetCorruptError, ensure_dataset
-from hacn_core.engine.registry import Experiment, with_overrides
+from hacn_core.engine.registry import Experiment, Link, with_overrides
 from hacn_core.engine.results import RunContext
 from hacn_core.engine.stats import round_significant
 from hacn_core.engine.text import (
@@ -621,11 +621,22 @@ def dry_run_plan(config: dict[str, Any]) -> DryRunPlan:
               if adaptive else f"{length}-token pairs"))
 
 
+def _links() -> tuple[Link, ...]:
+    """The ledger's links: Table 1's AWNN cells of the Multi30k row, a mean over the adaptive runs. The fixed
+    cells are the width the grid selects, which no single link expresses (the ledger shows them as drawn in
+    the chapter). Offline the task is character-level denoising, so the ledger calls these a scaled analogue."""
+    where = {"ffn": "adaptive"}
+    loss, width = (paper_items.item(f"awnn/table1/multi30k-awnn-{q}") for q in ("loss", "width"))
+    return (Link(loss.id, "test_token_loss", where, tolerance=loss.paper_std),
+            Link(width.id, "total_width", where, tolerance=width.paper_std))
+
+
 EXPERIMENT = Experiment(
     id=EXPERIMENT_ID,
     title="Transformer with adaptive or fixed FFNs on text (AWNN Table 1, Multi30k row; App. C.3)",
     train=train_text_run,
     plan=dry_run_plan,
+    links=_links(),
     distributed=False,  # the widths change during training, which DistributedDataParallel cannot follow
     configs={"smoke": smoke_configs, "book": book_configs, "paper": paper_configs},
     setting={
