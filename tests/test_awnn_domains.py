@@ -55,7 +55,8 @@ def test_profiles_are_table4_and_table5_and_the_stated_book_subsets():
     for c in book:
         seeds[c["dataset"], c["head"]].add(c["seed"])
     assert {k: sorted(v) for k, v in seeds.items()} == {  # five adaptive runs a dataset for Fig. 9's width comparison
-        (d, h): [0, 1, 2, 3, 4] if h == "adaptive" else [0, 1] for d in ("MNIST", "FashionMNIST") for h in ("adaptive", "fixed")}
+        (d, h): [0, 1, 2, 3, 4] if h == "adaptive" else [0, 1]
+        for d in ("MNIST", "FashionMNIST") for h in ("adaptive", "fixed")}
     gp = [c for c in gr.paper_configs() if c["dataset"] == "NCI1"]  # REDDIT-B: tests/test_awnn_reddit.py
     assert len(gp) == 10 * 12 * 2 * 3 and {(c["epochs"], c["patience"], c["lr"]) for c in gp} == {(1000, 500, 0.01)}
     assert {(c["batch_size"], c["layers"], c["pooling"]) for c in gp} == {

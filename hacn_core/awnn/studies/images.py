@@ -56,8 +56,8 @@ Profiles, and why the book's schedule is short
     steps, 175 s, plus 30 s to evaluate the 17,000 validation and test images
     (measured: 1.76 s per 1,000 images at batch 1,000), so about 205 s. The 24 runs
     of seeds 0-1 x 4 epochs x 205 s = 5.5 CPU-hours, within the ~6 CPU-hours the book
-    first allotted to this grid; a fifth epoch would cost 1.4 CPU-hours more, and a single seed would give
-    no run-to-run spread for Table 1. The width then moves over 1,660 steps, not 78,000,
+    first allotted to this grid; a fifth epoch would cost 1.4 CPU-hours more, and a
+    single seed would give no run-to-run spread for Table 1. The width then moves over 1,660 steps, not 78,000,
     so Fig. 9's "width grows with difficulty" is judged early in training. Two seeds
     left that judgement to a Welch interval with about one degree of freedom (the 24
     runs of 2026-11-27, on an H100: Fashion-MNIST − MNIST width +39.5 ± 89.9), so the
