@@ -352,12 +352,14 @@ def interval_text(row: LedgerRow) -> str:
     return f"[{interval[0]:.{decimals}f}, {interval[1]:.{decimals}f}]"
 
 
-def ledger_table(store: ResultsStore | None = None, items: Sequence[PaperItem] = PAPER_ITEMS):
-    """The ledger as a pandas DataFrame (one row per paper item)."""
+def ledger_table(store: ResultsStore | None = None, items: Sequence[PaperItem] = PAPER_ITEMS,
+                 rows: Sequence[LedgerRow] | None = None):
+    """The ledger as a pandas DataFrame (one row per paper item; of ``rows`` when given, which saves
+    reading every stored run again)."""
     import pandas as pd
 
     records = []
-    for row in ledger_rows(store, items):
+    for row in ledger_rows(store, items) if rows is None else rows:
         records.append(
             {
                 "paper": row.item.paper,

@@ -140,6 +140,47 @@ def test_one_linear_layer_costs_six_flops_per_multiply_add_and_reduced_batches_s
     assert f"reduced batch of {r.step.batch_size}" in format_report(small)
 
 
+class _SharedNorm(nn.Module):
+    """Two layers that share one norm module and a tied weight (as the decoder's DepthLN gains and
+    a tied embedding do), and a registered buffer: what the meta swap must put back as it found it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 6), nn.Linear(6, 6)
+        self.b.weight = self.a.weight
+        self.norm = nn.LayerNorm(6)
+        self.blocks = nn.ModuleList([self.norm, self.norm])
+        self.register_buffer("scale", torch.full((6,), 0.5))
+
+    def forward(self, x):
+        return self.b(self.blocks[1](self.a(self.blocks[0](x)))) * self.scale
+
+
+class _NeedsValues(nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * float(x.abs().sum().item() > 0)  # a real value: no meta
+
+
+@pytest.mark.parametrize("build", [_SharedNorm, lambda: _NeedsValues(6, 3), lambda: mixer.build_model(
+    mixer.make_config("hacn", 0, profile="smoke"), 28, 1)])
+def test_forward_flops_on_meta_equal_the_real_count_and_leave_the_model_as_it_was(build):
+    from hacn_core.engine.dry_run import forward_flops
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = build()
+    x = torch.randn(2, 1, 28, 28) if not isinstance(model, (_SharedNorm, nn.Linear)) else torch.randn(4, 6)
+    before = {n: t.clone() for n, t in model.state_dict(keep_vars=True).items()}
+    params = {n: id(p) for n, p in model.named_parameters(remove_duplicate=False)}
+    with torch.no_grad(), FlopCounterMode(display=False) as real:
+        model(x)
+    assert forward_flops(model, x) == real.get_total_flops() > 0
+    after = model.state_dict(keep_vars=True)
+    assert all(not t.is_meta and torch.equal(t, before[n]) for n, t in after.items())
+    assert {n: id(p) for n, p in model.named_parameters(remove_duplicate=False)} == params  # same objects, ties kept
+    if isinstance(model, _SharedNorm):
+        assert model.b.weight is model.a.weight and model.blocks[0] is model.blocks[1] is model.norm
+
+
 def test_paper_schedules_and_gate_parameters(reports):
     """Mixer: 300 epochs x ceil(45,000 / 64) steps, the 2-class task as many steps (to half an epoch);
     ResNet-5: 164 epochs x 391 steps, and its gates add 15 parameters (Sec. 3.2)."""

@@ -76,6 +76,7 @@ def test_ledger_has_one_row_per_paper_item_and_starts_not_run_exact_or_library_d
     assert set(table.loc[table["status"] == "exact", "id"]) == exact
     assert set(table.loc[table["status"] == "shown", "id"]) == library == {"awnn/fig8/synthetic-datasets"}
     assert sum(status_counts(store).values()) == len(PAPER_ITEMS)
+    assert ledger_table(rows=ledger_rows(store)).equals(table)  # the chapter's rows, not read again
 
 
 def test_scaled_runs_are_labelled_and_never_called_reproduced(tmp_path, toy_experiment):

@@ -366,6 +366,31 @@ def test_an_edited_number_is_reported_as_corrupt(tmp_path, part):
         run_or_load("exp-a", CONFIG, _fail_if_called, store=store)
 
 
+def test_a_file_read_again_is_checked_again_only_when_its_bytes_changed(tmp_path, monkeypatch):
+    """The ledger reads every result twice: the second read of the same bytes skips the hash and
+    checksum checks, but an edit after a read (same path, other bytes) is still caught."""
+    store = ResultsStore(tmp_path)
+    stored = run_or_load("exp-a", CONFIG, _recording_train([]), store=store)
+    path = store.path_for("exp-a", CONFIG)
+    calls, real = [], R.result_checksum
+
+    def counted(metrics, curves):
+        calls.append(1)
+        return real(metrics, curves)
+
+    monkeypatch.setattr(R, "result_checksum", counted)
+    monkeypatch.setattr(R, "_VERIFIED_READS", set())  # as in a fresh process
+    assert store.read(path).metrics == stored.metrics and store.read(path).metrics == stored.metrics
+    assert len(calls) == 1  # checked once
+    data = json.loads(path.read_text())
+    data["metrics"]["test_acc"] = 0.99
+    path.write_text(json.dumps(data, indent=1))
+    with pytest.raises(CorruptResultError, match="do not match the checksum"):
+        store.read(path)
+    with pytest.raises(CorruptResultError, match="do not match the checksum"):  # and every time after
+        store.read(path)
+
+
 def test_files_without_a_checksum_load_with_one_warning(tmp_path, monkeypatch):
     monkeypatch.setattr(R, "_unchecked_warned", False)
     store = ResultsStore(tmp_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 
 import nbformat
 
@@ -20,8 +21,13 @@ def execute(nb: nbformat.NotebookNode, path: str) -> None:
 
     os.environ["HACN_PROFILE"] = "smoke"
     os.environ["HACN_QUIET"] = "1"
-    os.environ.setdefault("HACN_RESULTS", __import__("tempfile").mkdtemp(prefix="hacn-strip-"))
-    NotebookClient(nb, timeout=600, resources={"metadata": {"path": os.path.dirname(path)}}).execute()
+    with tempfile.TemporaryDirectory(prefix="hacn-strip-") as scratch:  # smoke results go here, then away
+        os.environ.setdefault("HACN_RESULTS", scratch)
+        try:
+            NotebookClient(nb, timeout=600, resources={"metadata": {"path": os.path.dirname(path)}}).execute()
+        finally:
+            if os.environ.get("HACN_RESULTS") == scratch:
+                del os.environ["HACN_RESULTS"]
 
 
 def strip(nb: nbformat.NotebookNode) -> None:

@@ -287,10 +287,40 @@ def affordable_batch(model: nn.Module, plan: DryRunPlan, flop_budget: float = DE
     """
     paper = plan.train.batch_size
     smallest = min(paper, 2 if any(isinstance(m, nn.BatchNorm1d) for m in model.modules()) else 1)
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(plan.batch(smallest)[0])
-    per_sample = 3 * max(counter.get_total_flops(), 1) / smallest
+    per_sample = 3 * max(forward_flops(model, plan.batch(smallest)[0]), 1) / smallest
     return min(paper, max(smallest, int(flop_budget // per_sample)))
+
+
+def forward_flops(model: nn.Module, x: Tensor) -> int:
+    """FLOPs of ``model(x)`` as :class:`FlopCounterMode` counts them (they depend on shapes alone).
+
+    Counted on the meta device, where no arithmetic runs (the 208M-parameter decoder's forward at
+    the paper's sequence length takes seconds on a CPU thread and nothing on meta): every module's
+    own parameters and buffers are swapped for meta copies in place and put back afterwards (so
+    shared modules and tied weights come back as they were). A model whose forward needs real
+    values (``.item()``, a data-dependent shape, a plain tensor attribute) is counted by running it
+    for real instead.
+    """
+    swapped: list[tuple[dict[str, Any], str, Any]] = []
+    try:
+        for module in model.modules():
+            for table in (module._parameters, module._buffers):
+                for name, tensor in table.items():
+                    if tensor is not None:
+                        swapped.append((table, name, tensor))
+                        meta = tensor.detach().to("meta")
+                        table[name] = nn.Parameter(meta, tensor.requires_grad) if isinstance(tensor, nn.Parameter) else meta
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(x.to("meta"))
+        return counter.get_total_flops()
+    except (NotImplementedError, RuntimeError, ValueError):
+        pass
+    finally:
+        for table, name, tensor in swapped:
+            table[name] = tensor
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(x)
+    return counter.get_total_flops()
 
 
 def training_step(plan: DryRunPlan, batch_size: int | None = None,
