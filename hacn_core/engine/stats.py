@@ -1,5 +1,6 @@
-"""Statistics the chapters and the ledger share: a mean with its confidence interval, cell means,
-rounding to significant digits, and the verdicts a chapter reads off a difference's interval.
+"""Statistics the chapters and the ledger share: a mean with its confidence interval, cell means, the ratio of
+two paired variances, rounding to significant digits, and the verdicts a chapter reads off a difference's
+interval.
 
 Our value of a paper item is the mean over the stored runs (one per seed) with
 the half-width of a Student-t 95% confidence interval; one run has no interval.
@@ -138,6 +139,46 @@ def within_verdict(d: Estimate, margin: float) -> bool | None:
     if high < -margin or low > margin:
         return False
     return None
+
+
+@dataclass(frozen=True)
+class VarianceRatio:
+    """``var(a) / var(b)`` of paired samples with its confidence interval ``[low, high]`` over ``n`` pairs."""
+
+    ratio: float
+    low: float
+    high: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.ratio:.2f} [{self.low:.2f}, {self.high:.2f}]"
+
+
+def paired_variance_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> VarianceRatio:
+    """The ratio of the variances of two paired samples (``a[i]`` and ``b[i]`` measured on the same fold or
+    seed) with the Pitman-Morgan confidence interval, which allows for their correlation ``r``.
+
+    ``var(a) = theta var(b)`` is tested by the correlation of ``a / sqrt(theta) + b`` and
+    ``a / sqrt(theta) - b``, which is zero exactly then (Pitman 1939, Morgan 1939); inverting the t test of
+    that correlation (``n - 2`` degrees of freedom) gives the interval
+    ``F (K -+ sqrt(K^2 - 1))`` with ``F`` the ratio of the sample variances and
+    ``K = 1 + 2 (1 - r^2) t^2 / (n - 2)``. Needs three pairs or more and spread in both samples.
+    """
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"a and b must be paired: shapes {x.shape} and {y.shape}")
+    if x.size < 3:
+        raise ValueError(f"a paired variance ratio needs 3 pairs or more, got {x.size}")
+    vx, vy = float(x.var(ddof=1)), float(y.var(ddof=1))
+    if vx == 0 or vy == 0:
+        raise ValueError("a paired variance ratio needs spread in both samples")
+    from scipy import stats
+
+    r = float(np.corrcoef(x, y)[0, 1])
+    t = float(stats.t.ppf(0.5 + confidence / 2, df=x.size - 2))
+    k = 1 + 2 * (1 - r * r) * t * t / (x.size - 2)
+    f, root = vx / vy, math.sqrt(k * k - 1)
+    return VarianceRatio(f, f * (k - root), f * (k + root), int(x.size))
 
 
 def round_significant(values: Sequence[float], digits: int) -> list[float]:

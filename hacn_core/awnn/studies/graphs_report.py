@@ -36,7 +36,7 @@ from hacn_core.awnn.studies.ablations import round_half_up
 from hacn_core.awnn.studies.common import paper_printed, paper_text
 from hacn_core.engine.registry import Experiment
 from hacn_core.engine.results import RunResult, config_hash, study_config
-from hacn_core.engine.stats import estimate, sign_verdict, signed, within_verdict
+from hacn_core.engine.stats import VarianceRatio, estimate, paired_variance_ratio, sign_verdict, signed, within_verdict
 from hacn_core.engine.tables import ClaimTable, device_label, mean_std
 from hacn_core.engine.tables import coverage_table as _coverage
 
@@ -203,7 +203,31 @@ def claims(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]):
                       f"App. D (REDDIT-B: {paper_text('awnn/appd/reddit-b-fixed-plus-accuracy')} against "
                       f"{paper_text('awnn/table1/reddit-b-fixed-accuracy')})",
                       f"Fixed+ − fixed: {signed(better)} points over {_folds(better.n)}", sign_verdict(better))
+        steadier = _variance_ratio(plus, fixed)
+        if steadier is not None:
+            plus_paper, fixed_paper = (paper_items.item(i).paper_std for i in (
+                "awnn/appd/reddit-b-fixed-plus-accuracy", "awnn/table1/reddit-b-fixed-accuracy"))
+            verdict = True if steadier.high < 1 else False if steadier.low > 1 else None
+            table.add(f"Fixed+ varies less from fold to fold than the fixed GIN on {label}",
+                      f"App. D: \"improve both accuracy and stability\" (REDDIT-B: std {plus_paper:g} against "
+                      f"{fixed_paper:g} points)",
+                      f"std over folds {_std(plus)} against {_std(fixed)} points; variance ratio {steadier} "
+                      f"(Pitman-Morgan, paired by fold)", verdict)
     return table.frame()
+
+
+def _variance_ratio(a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]]) -> VarianceRatio | None:
+    """var(a) / var(b) of the test accuracies over the folds both have, with its paired 95% interval;
+    ``None`` with fewer than 3 such folds or no spread."""
+    folds = sorted(set(a) & set(b))
+    x, y = [a[f]["test_acc"] for f in folds], [b[f]["test_acc"] for f in folds]
+    if len(folds) < 3 or np.std(x) == 0 or np.std(y) == 0:
+        return None
+    return paired_variance_ratio(x, y)
+
+
+def _std(folds: dict[int, dict[str, Any]]) -> str:
+    return f"{100 * np.std([s['test_acc'] for s in folds.values()], ddof=1):.1f}"
 
 
 def reading(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]) -> str:
