@@ -141,6 +141,10 @@ def test_fixed_plus_table_sets_app_d_beside_our_arms():
     assert table.loc["fixed", "paper, REDDIT-B (App. D)"] == "87 (4.4)"
     better = grr.claims(planned + plus, results).set_index("claim").filter(like="Fixed+", axis=0)
     assert better["holds"].iloc[0] == True  # noqa: E712 (+3 points in both folds)
+    alone = better.loc["Fixed+ matches AWNN's accuracy: the learned width alone gives AWNN's result on NCI1"]
+    assert alone["ours"] == "Fixed+ − AWNN: +2.5 ± 0.0 points over 2 folds"  # 82.5 + f against 80 + f
+    assert alone["holds"] == False  # noqa: E712 (wholly outside the ±2-point band)
+    assert alone["paper"].endswith("(REDDIT-B: 90.7 (1.4) against AWNN's 90.2 (1.3))")
     assert grr.fixed_plus_table(planned, _stored(planned)).empty
 
 

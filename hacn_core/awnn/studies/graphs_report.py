@@ -203,6 +203,13 @@ def claims(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]):
                       f"App. D (REDDIT-B: {paper_text('awnn/appd/reddit-b-fixed-plus-accuracy')} against "
                       f"{paper_text('awnn/table1/reddit-b-fixed-accuracy')})",
                       f"Fixed+ − fixed: {signed(better)} points over {_folds(better.n)}", sign_verdict(better))
+        alone = _paired(plus, awnn, "test_acc", 100.0)
+        if alone is not None:
+            table.add(f"Fixed+ matches AWNN's accuracy: the learned width alone gives AWNN's result on {label}",
+                      "App. D asks \"whether the width learned by AWNN on these datasets is indeed the reason behind the "
+                      f"better performances\" (REDDIT-B: {paper_text('awnn/appd/reddit-b-fixed-plus-accuracy')} against "
+                      f"AWNN's {paper_text('awnn/table1/reddit-b-awnn-accuracy')})",
+                      f"Fixed+ − AWNN: {signed(alone)} points over {_folds(alone.n)}", within_verdict(alone, MATCH_POINTS))
         steadier = _variance_ratio(plus, fixed)
         if steadier is not None:
             plus_paper, fixed_paper = (paper_items.item(i).paper_std for i in (
