@@ -145,6 +145,11 @@ def test_fixed_plus_table_sets_app_d_beside_our_arms():
     assert alone["ours"] == "Fixed+ − AWNN: +2.5 ± 0.0 points over 2 folds"  # 82.5 + f against 80 + f
     assert alone["holds"] == False  # noqa: E712 (wholly outside the ±2-point band)
     assert alone["paper"].endswith("(REDDIT-B: 90.7 (1.4) against AWNN's 90.2 (1.3))")
+    text = grr.fixed_plus_reading(planned + plus, results)
+    assert text.startswith("On NCI1 (2 folds with all three arms), Fixed+ scores 83.0 (0.7)% against the fixed "
+                           "GIN's 80.0 (0.7)% (Fixed+ − fixed: +3.0 ± 0.0 points) and AWNN's 80.5 (0.7)%")
+    assert "so the learned width, trained as a plain MLP, does better than AWNN here" in text
+    assert grr.fixed_plus_reading(planned, _stored(planned)) == ""
     assert grr.fixed_plus_table(planned, _stored(planned)).empty
 
 

@@ -371,6 +371,32 @@ def fixed_plus_table(planned: Sequence[dict[str, Any]], results: Sequence[RunRes
     return pd.DataFrame(rows)
 
 
+def fixed_plus_reading(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]) -> str:
+    """What Fixed+ shows, as Markdown computed from the runs: per dataset with Fixed+ folds, its accuracy
+    beside the fixed GIN's and AWNN's over the folds all three have, and what that says of App. D's
+    question (is the learned width the reason for AWNN's result?); empty without Fixed+ folds."""
+    sel = selection(planned, results)
+    out = []
+    for d in DATASET_LABELS:
+        plus = _scores(sel, d, gr.FIXED_PLUS)
+        fixed, awnn = _scores(sel, d, "fixed"), _scores(sel, d, "adaptive")
+        common = sorted(set(plus) & set(fixed) & set(awnn))
+        if not common:
+            continue
+        plus, fixed, awnn = ({f: arm[f] for f in common} for arm in (plus, fixed, awnn))
+        alone, over = _paired(plus, awnn, "test_acc", 100.0), _paired(plus, fixed, "test_acc", 100.0)
+        verdict = within_verdict(alone, MATCH_POINTS)
+        answer = {True: "so the learned width alone gives AWNN's accuracy here",
+                  False: "so the width alone does not give AWNN's accuracy here" if alone.mean < 0 else
+                         "so the learned width, trained as a plain MLP, does better than AWNN here",
+                  None: "which the folds cannot yet tell from a match"}[verdict]
+        out.append(f"On {DATASET_LABELS[d]} ({_folds(len(common))} with all three arms), Fixed+ scores "
+                   f"{_over_folds(plus, 'test_acc', 100)}% against the fixed GIN's {_over_folds(fixed, 'test_acc', 100)}% "
+                   f"(Fixed+ − fixed: {signed(over)} points) and AWNN's {_over_folds(awnn, 'test_acc', 100)}% "
+                   f"(Fixed+ − AWNN: {signed(alone)} points, {answer}).")
+    return " ".join(out)
+
+
 # ----------------------------------------------------------------------------- protocol, setting, cost
 
 
