@@ -115,7 +115,7 @@ def test_budget_check_and_claims_read_the_runs():
     assert hmr.table3(code[:1]).loc["10 classes", "ours Gamma, public code rule"] == "0.800, n=1"
     assert hmr.table3(code).loc["2 classes", "ours Gamma, public code rule"] == "0.405 (0.007), n=2"
     assert hmr.table3(runs).loc["2 classes", "ours Gamma, public code rule"] == "-"
-    code_claim = "With the public code's rule too, Γ is larger on the harder task"
+    code_claim = "Under the public code's rule, Γ is larger on the harder task"
     assert code_claim not in set(hmr.claims(runs)["claim"])  # no public-code runs: no such row
     runs += code
     full, half = hmr.split_budgets(runs)
@@ -132,6 +132,12 @@ def test_budget_check_and_claims_read_the_runs():
     assert verdict[gamma] is True and "0.428" in gamma and "0.326" in gamma  # read from the paper items
     assert verdict[code_claim] is True and table.loc[code_claim, "ours"].startswith(
         "Γ, 10 − 2 classes, public code rule: +0.400 ± ")
+    reading = hmr.code_rule_reading(runs)
+    assert "its residual weights travel 1.10-1.12 in total" in reading  # |(0.8 + 0.01 s) - 0.25| x 2, 4 weights
+    assert "Its Γ ends at 0.805 (0.007), n=2 on 10 classes and 0.405 (0.007), n=2 on 2 classes (Table 3: 0.428" in reading
+    assert "Table 3's effect of task difficulty shows under this rule" in reading
+    assert reading.endswith("4 of its 4 runs settled by the criterion above.")
+    assert hmr.code_rule_reading(runs[:15]) == ""  # no public-code runs
     noise = next(c for c in table.index if c.startswith("H-ACN is more robust"))
     assert verdict[noise] is True
     seeds = next(c for c in table.index if c.startswith("The converged a hardly depend"))
