@@ -107,10 +107,12 @@ def difference_pooled(a: Sequence[float], b: Sequence[float], std: float, df: in
 
 
 def signed(d: Estimate, scale: float = 1.0, digits: int = 1) -> str:
-    """``+x ± w`` of a difference estimate (its 95% interval) times ``scale``; ``+x (n=1)`` without one."""
+    """``+x ± w`` of a difference estimate (its 95% interval) times ``scale``; ``+x (n=1)`` without one.
+    A mean that rounds to zero prints as ``+0.0``, never ``-0.0``."""
+    mean = round(scale * d.mean, digits) + 0.0  # adding 0.0 turns -0.0 into 0.0
     if not math.isfinite(d.half_width):
-        return f"{scale * d.mean:+.{digits}f} (n=1)"
-    return f"{scale * d.mean:+.{digits}f} ± {scale * d.half_width:.{digits}f}"
+        return f"{mean:+.{digits}f} (n=1)"
+    return f"{mean:+.{digits}f} ± {scale * d.half_width:.{digits}f}"
 
 
 def sign_verdict(d: Estimate, threshold: float = 0.0) -> bool | None:
