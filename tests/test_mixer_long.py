@@ -178,3 +178,24 @@ def test_a_match_on_one_seed_cannot_be_told():
     runs = [_run("resnet", 0, acc=0.90), _run("hacn", 0, acc=0.91)]
     table = hmr.claims(runs).set_index("claim")
     assert table.loc["H-ACN's final accuracy matches the ResNet's", "holds"] is None
+
+
+def test_the_ledger_finding_on_table3_quotes_the_stored_runs():
+    """TABLE3_FINDING is typed prose: each Γ and difference it quotes is the committed runs'."""
+    from pathlib import Path
+
+    from hacn_core.engine.results import ResultsStore
+    from hacn_core.engine.stats import difference
+    from hacn_core.hacn.paper_items import TABLE3_FINDING, item
+
+    store = ResultsStore(Path(__file__).resolve().parents[1] / "results")
+    full, _ = hmr.split_budgets(list(store.iter_results(hm.LONG_ID)))
+    gammas = {(rule, k): [r.metrics["gamma"] for r in hmr.cell_runs(full, rule=rule, alpha_mu=0.25, num_classes=k)]
+              for rule in ("hacn", "hacn_code_mixer") for k in (10, 2)}
+    assert all(len(v) == 3 for v in gammas.values()), {k: len(v) for k, v in gammas.items()}
+    for (rule, k), values in gammas.items():
+        assert f"{np.mean(values):.3f}" in TABLE3_FINDING, (rule, k)
+    for rule in ("hacn", "hacn_code_mixer"):
+        d = difference(gammas[rule, 10], gammas[rule, 2])
+        assert f"{d.mean:+.3f} ± {d.half_width:.3f}" in TABLE3_FINDING, rule
+    assert item("hacn/table3/cifar10-gamma").finding == item("hacn/table3/cifar2-gamma").finding == TABLE3_FINDING
