@@ -629,3 +629,44 @@ def test_fit_time_configuration_errors():
             fit(GatedNet(), (X, y), TrainConfig(epochs=1, batch_size=4, lr=0.1, device="cuda"), progress=False)
     with pytest.raises(TypeError, match="not a DataLoader"):
         fit(GatedNet(), torch.utils.data.DataLoader(GraphSet(X, y)), TrainConfig(epochs=1, batch_size=4, lr=0.1))
+
+
+# ----------------------------------------------------------------------------- precision override
+
+
+def test_precision_override_is_validated_and_recorded(tmp_path, monkeypatch):
+    """``$HACN_PRECISION`` replaces the study's precision (how a run executes, like its device): a run
+    under ``fp16`` computes as one with ``TrainConfig(precision="fp16")``; the stored result records the
+    precision used; a bad value names the variable and the allowed values."""
+    from hacn_core.engine.results import ResultsStore, run_or_load
+
+    assert training.run_precision("auto") == "auto"  # unset: the study's own
+    monkeypatch.setenv("HACN_PRECISION", "fp16")
+    assert training.run_precision("auto") == "fp16"
+    X, y = make_data(48)
+    base = dict(epochs=1, batch_size=16, lr=1e-2, seed=3, device="cpu")
+    with_env = GatedNet()
+    fit(with_env, (X, y), TrainConfig(**base), progress=False)
+    monkeypatch.delenv("HACN_PRECISION")
+    named = GatedNet()
+    fit(named, (X, y), TrainConfig(precision="fp16", **base), progress=False)
+    assert_params_equal(with_env, named)
+    plain = GatedNet()
+    fit(plain, (X, y), TrainConfig(**base), progress=False)  # fp32: the override did change the arithmetic
+    assert any(not torch.equal(p, q) for p, q in zip(plain.parameters(), named.parameters()))
+
+    def run(config, context):
+        fit(GatedNet(), (X, y), TrainConfig(**base), progress=False)
+        return {"metrics": {"x": 1.0}}
+
+    store = ResultsStore(tmp_path)
+    assert run_or_load("toy-fp32", {"seed": 0}, run, store=store, progress=False).provenance["precision"] == "fp32"
+    monkeypatch.setenv("HACN_PRECISION", "bf16")
+    stored = run_or_load("toy-bf16", {"seed": 0}, run, store=store, progress=False)
+    assert stored.provenance["precision"] == "bf16 autocast"
+    untrained = run_or_load("toy-none", {"seed": 0}, lambda c, ctx: {"metrics": {"x": 2.0}}, store=store,
+                            progress=False)
+    assert "precision" not in untrained.provenance  # no fit ran in that run
+    monkeypatch.setenv("HACN_PRECISION", "fp64")
+    with pytest.raises(TrainConfigError, match=r"\$HACN_PRECISION.*fp64.*auto, fp32, bf16, fp16"):
+        training.run_precision("auto")

@@ -433,7 +433,7 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
     Weights come from seed 0; the caller's random state is restored.
     """
     from hacn_core.engine.results import device_description
-    from hacn_core.engine.training import autocast_dtype, resolve_device
+    from hacn_core.engine.training import autocast_dtype, resolve_device, run_precision
 
     if steps < 1 or warmup < 0:
         raise ValueError(f"time_on_device: steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
@@ -443,7 +443,7 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
         torch.manual_seed(0)
         model, parameters, batch_size, optimizer, loss_fn, callbacks, state, x, y = _prepare(
             plan, device, plan.timing_batch or plan.train.batch_size, DEFAULT_FLOP_BUDGET)
-        autocast = autocast_dtype(plan.train.precision, device)
+        autocast = autocast_dtype(run_precision(plan.train.precision), device)
         forward = torch.compile(model) if compile else model
         started = time.perf_counter()
         losses = [float(_train_step(forward, loss_fn, optimizer, callbacks, state, x, y, autocast))

@@ -882,6 +882,7 @@ def begin_training() -> dict[str, Any]:
     training = sys.modules.get("hacn_core.engine.training")
     if training is not None:
         training.reset_segments()
+        training.reset_precisions()
     return code_version()
 
 
@@ -924,6 +925,9 @@ def store_trained(
         provenance["segments"] = int(segments)
     if engine is not None:
         provenance["engine"] = dict(engine)
+    training = sys.modules.get("hacn_core.engine.training")
+    if training is not None and training.precisions_used() is not None:
+        provenance["precision"] = training.precisions_used()  # $HACN_PRECISION may override the study's
     fast_cpp = sys.modules.get("hacn_core.awnn.fast_cpp")
     if fast_cpp is not None and fast_cpp.last_node() is not None:
         provenance["awnn_node"] = fast_cpp.last_node()  # same values either way; the wall time differs

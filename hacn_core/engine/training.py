@@ -352,6 +352,40 @@ def resolve_device(spec: str = "auto", local_rank: int | None = None) -> torch.d
     return dev
 
 
+PRECISION_ENV = "HACN_PRECISION"
+_PRECISIONS_USED: set[str] = set()  # what the fits since reset_precisions() computed in (for the provenance)
+
+
+def run_precision(precision: str) -> str:
+    """``$HACN_PRECISION`` when set, else ``precision``: how a run executes, like its device.
+
+    The override lets a study that names ``auto`` (bf16 autocast on a CUDA GPU) train in fp32 on a
+    GPU, so that its runs compute as the CPU runs of the same study do; the stored result records the
+    precision used (``provenance["precision"]``).
+    """
+    raw = os.environ.get(PRECISION_ENV, "").strip()
+    if not raw:
+        return precision
+    if raw not in PRECISIONS:
+        invalid(f"${PRECISION_ENV}", raw, ", ".join(PRECISIONS))
+    return raw
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    """``fp32``, ``bf16 autocast`` or ``fp16 autocast``: the arithmetic an autocast dtype means."""
+    return {None: "fp32", torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast"}[dtype]
+
+
+def reset_precisions() -> None:
+    """Forget the precisions recorded so far (``results.begin_training`` calls it)."""
+    _PRECISIONS_USED.clear()
+
+
+def precisions_used() -> str | None:
+    """The precisions of the fits since :func:`reset_precisions`, joined by ``", "``; None if none ran."""
+    return ", ".join(sorted(_PRECISIONS_USED)) or None
+
+
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """``auto``: bf16 on CUDA GPUs that support it, fp32 elsewhere."""
     if precision == "auto":
@@ -690,7 +724,8 @@ class _Run:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         self.comm_device = self.device if self.world > 1 and _backend() == "nccl" else torch.device("cpu")
-        self.autocast = autocast_dtype(cfg.precision, self.device)
+        self.autocast = autocast_dtype(run_precision(cfg.precision), self.device)
+        _PRECISIONS_USED.add(precision_name(self.autocast))
         self.model = model.to(self.device)
         self.forward = forward or _default_forward
         self.loss_fn = loss_fn or _cross_entropy(cfg.label_smoothing)
