@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Train experiments' missing runs on a lent device machine, in one call, before a deadline.
 #
-#   here:       tools/device_runs.sh pack              # data into .devcarry/ (ignored), results/ hidden
+#   here:       tools/device_runs.sh pack [EXP ...]    # data into .devcarry/ (ignored), results/ hidden;
+#                                                      # EXP's stored runs travel too, so none trains twice
 #   on device:  HACN_GIT_COMMIT=<sha> tools/device_runs.sh DEADLINE_S JOB [JOB ...]
 #   here:       tools/device_runs.sh unpack FILES_AT   # restore results/, copy finished runs into ../runs/<exp>/store
 #
@@ -23,6 +24,12 @@ case "${1:-}" in
     data=${HACN_DATA:-$repo/.data}
     # links are followed (-h): the offline mirror's files travel, not links to them
     tar -czhf "$carry/data.tar.gz" -C "$data" MNIST FashionMNIST TUDataset/NCI1/raw TUDataset/MUTAG/raw
+    rm -rf "$carry/store"; mkdir -p "$carry/store"
+    for exp in "${@:2}"; do  # the runs stored so far, here and in the background stores
+      mkdir -p "$carry/store/$exp"; cp "$repo/results/$exp/"*.json "$carry/store/$exp/" 2>/dev/null || true
+      cp -n "$(dirname "$repo")/runs/$exp/store/$exp/"*.json "$carry/store/$exp/" 2>/dev/null || true
+      echo "$exp: $(ls "$carry/store/$exp" | wc -l) stored run(s) travel"
+    done
     "$repo/tools/device_tree.sh" hide
     du -sh "$carry"; exit 0 ;;
   unpack)
@@ -42,6 +49,9 @@ out=${OUT:-device-out}; mkdir -p "$out/logs"; out=$(cd "$out" && pwd)
 py=${HACN_PYTHON:-python3}
 data=/tmp/hacn-data; store=/tmp/hacn-store; mkdir -p "$data" "$store"
 tar -xzf "$carry/data.tar.gz" -C "$data"
+[ -d "$carry/store" ] && cp -r "$carry/store/." "$store/"
+# HACN_MPS=1: NVIDIA's multi-process service, so the workers' small kernels share the GPU at once
+[ "${HACN_MPS:-0}" = 1 ] && { nvidia-cuda-mps-control -d && echo "MPS started" || echo "MPS did not start"; }
 { date; nvidia-smi; nproc; "$py" -c "import torch; print('torch', torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"; } > "$out/logs/env.txt" 2>&1
 # torch-geometric writes processed/ on first read: do it once here, not in parallel in every worker
 for d in "$data"/TUDataset/*/; do
