@@ -334,6 +334,36 @@ def test_wall_time_and_segments_reach_the_provenance(tmp_path):
     assert segments_summary() is None
 
 
+def test_a_run_resumed_on_another_device_names_both(tmp_path):
+    """A run begun on one machine (a lent GPU) and finished on another: the checkpoint carries the device
+    of each segment, and the stored provenance names every device, the first used first."""
+    from hacn_core.engine.checkpoint import save_checkpoint
+    from hacn_core.engine.results import device_description
+
+    data, cfg = _small_problem()
+    signal_at = [SignalAt(20, signal.SIGINT)]
+
+    def train(config, context):
+        res = fit(_net(), data, cfg, callbacks=list(signal_at), checkpoint_dir=context.checkpoint_dir,
+                  progress=False)
+        return {"metrics": res.metrics}
+
+    store = ResultsStore(tmp_path)
+    with pytest.raises(TrainingInterrupted) as info:
+        run_or_load("exp-devices", {"seed": 0}, train, store=store)
+    ckpt = load_checkpoint(info.value.checkpoint)
+    here = device_description("cpu")
+    assert ckpt["devices"] == [here]
+    ckpt["devices"] = ["cuda: Some GPU"]  # as if the first segment had trained there
+    save_checkpoint(ckpt, info.value.checkpoint)
+    signal_at.clear()
+    result = run_or_load("exp-devices", {"seed": 0}, train, store=store)
+    assert result.provenance["segments"] == 2
+    assert result.provenance["device"] == f"cuda: Some GPU; {here}"
+    plain = run_or_load("exp-devices", {"seed": 1}, train, store=store)
+    assert plain.provenance["device"] == here  # one device: named once, as before
+
+
 # ----------------------------------------------------------------------------- damaged checkpoints
 
 

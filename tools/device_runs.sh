@@ -42,7 +42,21 @@ case "${1:-}" in
       n=0; for f in "$d"*.json; do [ -e "$dst/$(basename "$f")" ] || { cp "$f" "$dst/"; n=$((n + 1)); }; done
       echo "$exp: $n new result(s) into $dst"
     done
-    rm -rf "$tmp"; exit 0 ;;
+    rm -rf "$tmp"
+    if ls "$at"/checkpoints.tar.part-* >/dev/null 2>&1; then  # runs stopped at the deadline: resume them here
+      tmp=$(mktemp -d); cat "$at"/checkpoints.tar.part-* | tar -xf - -C "$tmp"
+      for d in "$tmp"/.checkpoints/*/; do
+        exp=$(basename "$d"); dst=$(dirname "$repo")/runs/$exp/store/.checkpoints/$exp; mkdir -p "$dst"
+        for run in "$d"*/; do
+          h=$(basename "$run")
+          [ -e "$(dirname "$repo")/runs/$exp/store/$exp/$h.json" ] && continue
+          [ -e "$dst/$h" ] && { echo "$exp $h: a checkpoint is here already, kept"; continue; }
+          cp -r "$run" "$dst/$h" && echo "$exp $h: checkpoint to resume"
+        done
+      done
+      rm -rf "$tmp"
+    fi
+    exit 0 ;;
 esac
 deadline=$(( $(date +%s) + ${1:?usage: tools/device_runs.sh DEADLINE_S JOB [JOB ...]} )); shift
 out=${OUT:-device-out}; mkdir -p "$out/logs"; out=$(cd "$out" && pwd)
@@ -77,6 +91,11 @@ echo "started ${#pids[@]} worker(s); deadline in $(( deadline - $(date +%s) )) s
 wait "${pids[@]}"
 (cd "$store" && find . -maxdepth 2 -regextype posix-extended -regex '\./[^.][^/]*/[0-9a-f]{16}\.json' -print0 \
   | tar -cf "$out/results.tar" --null -T -)
+# the checkpoints of runs stopped at the deadline come back too (in parts of at most 15 MB, the tool's
+# limit per file is 16 MiB): `unpack` puts them into ../runs/<exp>/store, where a worker here resumes them
+if [ -d "$store/.checkpoints" ]; then
+  (cd "$store" && find .checkpoints -name run.lock -delete; tar -cf - .checkpoints) | split -b 15M - "$out/checkpoints.tar.part-"
+fi
 tar -cf "$out/logs.tar" -C "$out" logs && rm -rf "$out/logs"
 tar -tf "$out/results.tar" | awk -F/ '{print $2}' | sort | uniq -c
 echo "done, $(( deadline - $(date +%s) )) s before the deadline"

@@ -185,9 +185,19 @@ def load_resumable_checkpoint(path: Path, rank: int = 0) -> dict[str, Any] | Non
 _SEGMENTS: list[tuple[float, float, int]] = []  # per finished fit: (wall of all segments, earlier, segments)
 
 
+_SEGMENT_DEVICES: list[str] = []  # the distinct devices of those fits' segments, first seen first
+
+
 def reset_segments() -> None:
     """Forget the fits recorded so far; call where a run begins (``results.begin_training`` does)."""
     _SEGMENTS.clear()
+    _SEGMENT_DEVICES.clear()
+
+
+def segment_devices() -> list[str]:
+    """The distinct devices the fits since :func:`reset_segments` trained on, in the order first used
+    (more than one when a run was resumed on another machine, e.g. begun on a lent GPU)."""
+    return list(_SEGMENT_DEVICES)
 
 
 def segments_summary() -> dict[str, float | int] | None:
@@ -241,7 +251,8 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
 
 
 
-def record_segments(wall_s: float, earlier_wall_s: float, segments: int) -> None:
+def record_segments(wall_s: float, earlier_wall_s: float, segments: int, devices: Sequence[str] = ()) -> None:
     """Add one finished ``fit``'s wall time over all its segments (``earlier_wall_s`` of them spent in
-    earlier processes) to :func:`segments_summary`."""
+    earlier processes) to :func:`segments_summary`; ``devices``: the device each segment trained on."""
     _SEGMENTS.append((wall_s, earlier_wall_s, segments))
+    _SEGMENT_DEVICES.extend(d for d in devices if d not in _SEGMENT_DEVICES)

@@ -923,9 +923,12 @@ def store_trained(
     provenance |= run.provenance()
     if segments is not None:
         provenance["segments"] = int(segments)
+    training = sys.modules.get("hacn_core.engine.training")
+    devices = training.segment_devices() if training is not None else []
+    if len(devices) > 1:  # resumed on another machine: every device it trained on, first used first
+        provenance["device"] = "; ".join(devices)
     if engine is not None:
         provenance["engine"] = dict(engine)
-    training = sys.modules.get("hacn_core.engine.training")
     if training is not None and training.precisions_used() is not None:
         provenance["precision"] = training.precisions_used()  # $HACN_PRECISION may override the study's
     fast_cpp = sys.modules.get("hacn_core.awnn.fast_cpp")

@@ -123,6 +123,7 @@ from hacn_core.engine.checkpoint import (
     rng_state,
     save_checkpoint,
     save_training_checkpoint,
+    segment_devices,
     segments_summary,
     set_rng_state,
 )
@@ -158,6 +159,7 @@ __all__ = [
     "parse_checkpoint_every",
     "reset_segments",
     "segments_summary",
+    "segment_devices",
     "TrainConfig",
     "TrainConfigError",
     "optimizer_for",
@@ -776,6 +778,7 @@ class _Run:
         self.pending: list[tuple[Tensor, int, int]] = []
         self.prior_wall = 0.0  # wall time of the earlier segments (from the checkpoint)
         self.segments = 1  # processes this run has trained in, this one included
+        self.devices: list[str] = []  # the device of each segment (set in setup: earlier ones from the checkpoint)
         self.saved_step: int | None = None  # the step last.pt holds
         self.last_ckpt_time = time.monotonic()
         self.last_ckpt_cost = 0.0
@@ -846,6 +849,8 @@ class _Run:
         self.curves.update(ckpt["curves"])
         self.prior_wall = float(ckpt["wall_time_s"])
         self.segments = int(ckpt.get("segments", 1)) + 1
+        earlier = list(ckpt.get("devices", []))
+        self.devices = ["not recorded"] * (self.segments - 1 - len(earlier)) + earlier
         self.saved_step = self.global_step
         for cb, state in zip(self.callbacks, ckpt.get("callbacks", [])):
             if state is not None and hasattr(cb, "load_state_dict"):
@@ -891,6 +896,7 @@ class _Run:
                 callbacks=[cb.state_dict() if hasattr(cb, "state_dict") else None for cb in self.callbacks],
                 world_size=self.world,
                 segments=self.segments,
+                devices=self._devices(),
             )
         if self.world > 1:
             import torch.distributed as dist
@@ -1097,6 +1103,12 @@ class _Run:
             raise TrainingInterrupted(signal.Signals(sig).name, path, self.global_step, self.total_steps)
         return TrainResult(metrics, self.curves, str(self.device), self.global_step, self._wall(), cfg.to_dict(),
                            self.segments)
+
+    def _devices(self) -> list[str]:
+        """The device of every segment of this run so far, this process's last."""
+        from hacn_core.engine.results import device_description
+
+        return self.devices + [device_description(str(self.device))]
 
     def _run_epoch(self) -> None:
         cfg = self.cfg
@@ -1361,5 +1373,5 @@ def fit(model: nn.Module, train: Any, config: TrainConfig | Mapping[str, Any], *
     with stop_on_signals(run.on_signal), _fast_paths(run.device, cfg.tf32):
         run.setup()
         result = run.run()
-    record_segments(result.wall_time_s, run.prior_wall, result.segments)
+    record_segments(result.wall_time_s, run.prior_wall, result.segments, run._devices())
     return result
