@@ -75,6 +75,7 @@ def _run(rule, seed, *, classes=10, mu=0.25, acc=0.9, half=0.5, gamma=0.3, loss=
     config = hm.make_config(rule, seed, num_classes=classes, alpha_mu=mu if rule.startswith("hacn") else None,
                             train_subset=None, epochs=epochs)
     metrics = {"test_accuracy": acc, "first_half_exit_accuracy": half, "train_loss": loss, "steps": 100,
+               "parameters": 1000,
                "noise_accuracy/0.1": noise + 0.05, "noise_accuracy/0.3": noise, "noise_accuracy/0.5": noise - 0.1,
                "noise_accuracy/1": noise - 0.2}
     curves = {"layerwise_test_accuracy": [0.1, half, acc]}
@@ -199,3 +200,38 @@ def test_the_ledger_finding_on_table3_quotes_the_stored_runs():
         d = difference(gammas[rule, 10], gammas[rule, 2])
         assert f"{d.mean:+.3f} ± {d.half_width:.3f}" in TABLE3_FINDING, rule
     assert item("hacn/table3/cifar10-gamma").finding == item("hacn/table3/cifar2-gamma").finding == TABLE3_FINDING
+
+
+def _cost(**ratios):
+    metrics = {"resnet/ratio_to_resnet": 1.0, "resnet/ms_per_step": 10.0, "resnet/saved_activation_bytes": 100.0}
+    for key, r in ratios.items():
+        metrics |= {f"{key}/ratio_to_resnet": r, f"{key}/ms_per_step": 10.0 * r,
+                    f"{key}/saved_activation_bytes": 100.0 * r}
+    config = {"batch_size": 128}
+    return RunResult(experiment=hm.COST_ID, config=config, config_hash=config_hash(config), seed=0,
+                     metrics=metrics, provenance={"device": "cpu: test"})
+
+
+def test_equal_budget_reading_judges_every_design_against_the_resnet():
+    """Chapter 3's table and summary: each design's difference from the ResNet rule with Welch's interval,
+    sorted into higher / lower / not told apart by that interval, and the side-by-side cost ratios."""
+    from hacn_core.engine.stats import difference, signed
+
+    runs = [_run("resnet", s, acc=0.88 + 0.001 * s, half=0.6 + 0.01 * s) for s in range(3)]
+    runs += [_run("rezero", s, acc=0.90 + 0.001 * s, half=0.3 + 0.01 * s) for s in range(3)]  # higher / lower
+    runs += [_run("laurel", s, acc=0.88 + 0.02 * (s - 1), half=0.6 + 0.2 * (s - 1)) for s in range(3)]  # open
+    runs.append(_run("resnet", 0, acc=0.5, epochs=15))  # another budget: never part of the comparison
+    full, _ = hmr.split_budgets(runs)
+    table = hmr.comparison_table(full, _cost(rezero=1.2, laurel=1.1))
+    assert list(table.index) == ["ResNet", "ReZero", "LAuReL-style"]
+    expected = difference([0.90, 0.901, 0.902], [0.88, 0.881, 0.882])
+    assert table.loc["ReZero", "test acc − ResNet (points)"] == signed(expected, 100.0) == "+2.0 ± 0.2"
+    assert table.loc["ResNet", "test acc − ResNet (points)"] == "reference"
+    text = hmr.budget_reading(full, _cost(rezero=1.2, laurel=1.1))
+    assert "Test accuracy against the ResNet rule's (points, 95% interval): higher for ReZero (+2.0 ± 0.2); " \
+           "not told apart for LAuReL-style" in text
+    exits = signed(difference([0.3, 0.31, 0.32], [0.6, 0.61, 0.62]), 100.0)
+    assert f"Exit accuracy against the ResNet rule's (points, 95% interval): lower for ReZero ({exits})" in text
+    assert "LAuReL-style 1.10×, ReZero 1.20× the ResNet rule's; ReZero costs the most" in text
+    assert "The 3 additive designs end 2.1 points apart at most (mean test accuracy 88.0-90.1%)" in text
+    assert hmr.budget_reading(runs[:3]).startswith("The ResNet rule and at least one other design")

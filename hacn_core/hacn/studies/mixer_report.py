@@ -20,7 +20,7 @@ import torch
 from hacn_core.engine import plots, tables
 from hacn_core.engine.registry import select
 from hacn_core.engine.results import RunResult
-from hacn_core.engine.stats import sign_verdict, signed
+from hacn_core.engine.stats import difference, sign_verdict, signed
 from hacn_core.hacn.connectivity import pairwise_pearson
 from hacn_core.hacn.studies.mixer import STUDY_RULES, TABLE2_MUS, WEIGHTED_RULES, table2_item, table3_item
 from hacn_core.hacn.paper_items import item
@@ -181,22 +181,23 @@ def comparison_table(results: Sequence[RunResult], cost: RunResult | None = None
     """
     import pandas as pd
 
-    groups = [(rule, cell_runs(results, rule=rule, num_classes=num_classes,
-                            **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {})))
-              for rule in STUDY_RULES]
-    groups.append(("dense_mixer", cell_runs(results, arch="dense_mixer", num_classes=num_classes)))
+    groups = comparison_groups(results, num_classes)
+    reference = groups.get("resnet", [])
     rows = []
-    for key, runs in groups:
-        if not runs:
-            continue
+    for key, runs in groups.items():
         m = [r.metrics for r in runs]
         row = {
             "architecture": RULE_LABELS[key],
             "test acc (%)": seed_cell([x["test_accuracy"] for x in m], 100.0),
             "half-depth exit acc (%)": seed_cell([x["first_half_exit_accuracy"] for x in m], 100.0),
-            "Γ": seed_cell([x["gamma"] for x in m], digits=3) if "gamma" in m[0] else "-",
-            "parameters": m[0]["parameters"],
         }
+        if reference:  # Welch 95% intervals of the differences of the means over seeds
+            for metric, name in (("test_accuracy", "test acc − ResNet (points)"),
+                                 ("first_half_exit_accuracy", "half-depth exit − ResNet (points)")):
+                row[name] = ("reference" if key == "resnet" else
+                             signed(_against_resnet(runs, reference, metric), 100.0))
+        row |= {"Γ": seed_cell([x["gamma"] for x in m], digits=3) if "gamma" in m[0] else "-",
+                "parameters": m[0]["parameters"]}
         if cost is not None and f"{key}/ms_per_step" in cost.metrics:
             c = cost.metrics
             row |= {"ms / step": round(c[f"{key}/ms_per_step"], 1),
@@ -209,6 +210,78 @@ def comparison_table(results: Sequence[RunResult], cost: RunResult | None = None
                     "saved activations (MB / batch)": round(m[0]["saved_activation_bytes"] / 2**20, 1)}
         rows.append(row)
     return pd.DataFrame(rows).set_index("architecture")
+
+
+def comparison_groups(results: Sequence[RunResult], num_classes: int = 10) -> dict[str, list[RunResult]]:
+    """The runs of every design of chapter 3 that has any, in the table's order: each rule of the study
+    (the weighted ones at mu = 0.25) on the Mixer, then the DenseNet-style Mixer."""
+    groups = {rule: cell_runs(results, rule=rule, num_classes=num_classes,
+                              **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {}))
+              for rule in STUDY_RULES}
+    groups["dense_mixer"] = cell_runs(results, arch="dense_mixer", num_classes=num_classes)
+    return {key: runs for key, runs in groups.items() if runs}
+
+
+def _against_resnet(runs: Sequence[RunResult], reference: Sequence[RunResult], metric: str):
+    return difference([r.metrics[metric] for r in runs], [r.metrics[metric] for r in reference])
+
+
+def budget_reading(results: Sequence[RunResult], cost: RunResult | None = None, num_classes: int = 10) -> str:
+    """Chapter 3's summary, written from the runs: Markdown bullets on accuracy, early exits, step time and
+    activation memory of every design against the ResNet rule (Welch 95% intervals over seeds)."""
+    groups = comparison_groups(results, num_classes)
+    reference = groups.get("resnet")
+    if not reference or len(groups) < 2:
+        return "The ResNet rule and at least one other design must be stored to compare them."
+
+    def judged(metric: str) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {"above": [], "below": [], "open": []}
+        for key, runs in groups.items():
+            if key == "resnet":
+                continue
+            d = _against_resnet(runs, reference, metric)
+            verdict = sign_verdict(d)
+            side = "open" if verdict is None else ("above" if verdict else "below")
+            out[side].append(f"{RULE_LABELS[key]} ({signed(d, 100.0)})")
+        return out
+
+    def sentence(j: dict[str, list[str]], what: str) -> str:
+        parts = [f"{label} for {', '.join(j[side])}" for side, label in
+                 (("above", "higher"), ("below", "lower"), ("open", "not told apart")) if j[side]]
+        return f"{what} against the ResNet rule's (points, 95% interval): " + "; ".join(parts) + "."
+
+    additive = [k for k in groups if k != "dense_mixer"]
+    means = {k: 100 * float(np.mean([r.metrics["test_accuracy"] for r in groups[k]])) for k in groups}
+    spread = max(means[k] for k in additive) - min(means[k] for k in additive)
+    exits = {k: 100 * float(np.mean([r.metrics["first_half_exit_accuracy"] for r in groups[k]])) for k in groups}
+    seeds = sorted({len(runs) for runs in groups.values()})
+    lines = [
+        f"- **Accuracy.** The {len(additive)} additive designs end {spread:.1f} points apart at most "
+        f"(mean test accuracy {min(means[k] for k in additive):.1f}-{max(means[k] for k in additive):.1f}%). "
+        + sentence(judged("test_accuracy"), "Test accuracy"),
+        "- **Early exits** (the shared head after half of the layers, mean over seeds): "
+        + ", ".join(f"{RULE_LABELS[k]} {exits[k]:.1f}%" for k in sorted(exits, key=exits.get, reverse=True))
+        + ". " + sentence(judged("first_half_exit_accuracy"), "Exit accuracy"),
+    ]
+    if cost is not None:
+        c = cost.metrics
+        timed = {k: c[f"{k}/ratio_to_resnet"] for k in groups if f"{k}/ratio_to_resnet" in c and k != "resnet"}
+        if timed:
+            slow = max(timed, key=timed.get)
+            lines.append(
+                f"- **Time** (one training step, measured side by side on {cost.provenance.get('device', '?')}): "
+                + ", ".join(f"{RULE_LABELS[k]} {v:.2f}×" for k, v in sorted(timed.items(), key=lambda kv: kv[1]))
+                + f" the ResNet rule's; {RULE_LABELS[slow]} costs the most.")
+        saved = {k: c[f"{k}/saved_activation_bytes"] / c["resnet/saved_activation_bytes"]
+                 for k in groups if f"{k}/saved_activation_bytes" in c and "resnet/saved_activation_bytes" in c
+                 and k != "resnet"}
+        if saved:
+            lines.append("- **Activation memory** (bytes autograd saves for one batch, against the ResNet rule): "
+                         + ", ".join(f"{RULE_LABELS[k]} {v:.2f}×"
+                                     for k, v in sorted(saved.items(), key=lambda kv: kv[1])) + ".")
+    lines.append(f"- **Seeds.** {', '.join(map(str, seeds))} per design; an interval that contains 0 means the "
+                 "difference is smaller than the spread between seeds can resolve.")
+    return "\n".join(lines)
 
 
 def step_cost_table(cost: RunResult):
