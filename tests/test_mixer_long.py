@@ -150,6 +150,13 @@ def test_budget_check_and_claims_read_the_runs():
     assert flat_table.loc["H-ACN compresses: its half-depth exit beats the ResNet's", "holds"] is None
     # "matches" moves the line to MATCH_POINTS short: a mean 1 point lower whose interval reaches above
     # -0.5 points cannot be told (judging the mean alone would say "does not hold")
+    # App. B.1's "above all other architectures": H-ACN (0.91) against a DenseNet-style Mixer that ends higher
+    dense = [_run("resnet", s, acc=0.93 + 0.001 * s) for s in range(3)]
+    for r in dense:
+        r.config["arch"] = "dense_mixer"
+    fig7 = hmr.claims(runs + dense).set_index("claim")
+    assert fig7.loc["H-ACN ends more accurate than the DenseNet-style Mixer", "holds"] == False  # noqa: E712
+    assert "H-ACN ends more accurate than the DenseFormer-style Mixer" not in fig7.index  # none stored
     spread = [_run("resnet", s, acc=0.90 + 0.01 * s) for s in range(3)]
     spread += [_run("hacn", s, acc=0.89 + 0.01 * s) for s in range(3)]
     assert hmr.claims(spread).set_index("claim").loc["H-ACN's final accuracy matches the ResNet's", "holds"] is None

@@ -739,6 +739,13 @@ def claims(results: Sequence[RunResult]):
         d = _difference(metric(mu[1.0], "gamma"), metric(mu[0.25], "gamma"))
         table.add("ResNet-like starts stay more densely connected", "Fig. 5",
                   f"final Γ, μ 1 − μ 0.25: {signed(d, digits=3)}", sign_verdict(d))
+    others = {"denseformer": cell_runs(full, rule="denseformer", num_classes=10),
+              "dense_mixer": cell_runs(full, arch="dense_mixer", num_classes=10)}
+    for key, runs in others.items():  # App. B.1: H-ACN "above all other architectures"
+        if m10["hacn"] and runs:
+            d = _difference(metric(m10["hacn"], "test_accuracy"), metric(runs, "test_accuracy"))
+            table.add(f"H-ACN ends more accurate than the {RULE_LABELS[key]} Mixer", "App. B.1, Fig. 7",
+                      f"test accuracy, H-ACN − {RULE_LABELS[key]}: {signed(d, 100)} points", sign_verdict(d))
     noisy = [r for r in m10["hacn"] if "noise_accuracy/0.3" in r.metrics]
     base = [r for r in m10["resnet"] if "noise_accuracy/0.3" in r.metrics]
     if noisy and base:
