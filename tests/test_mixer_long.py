@@ -93,6 +93,20 @@ def _run(rule, seed, *, classes=10, mu=0.25, acc=0.9, half=0.5, gamma=0.3, loss=
                      metrics=metrics, curves=curves, provenance={})
 
 
+def test_settling_table_names_the_start_of_rules_without_a_drawn_init():
+    """ReZero and LAuReL-style runs have residual scalars too: their row gives the fixed start (0 and 1), no
+    missing cell."""
+    runs = []
+    for rule in ("rezero", "laurel"):
+        r = _run(rule, 0)
+        r.curves |= {"record_step": [0, 50, 100], "delta": [0.3, 0.1, 0.0], "gamma": [hmr.FIXED_STARTS[rule]] * 3}
+        r.metrics["gamma"] = hmr.FIXED_STARTS[rule]
+        runs.append(r)
+    table = hmr.settling_table(runs)
+    assert not table.isna().any().any()
+    assert dict(zip(table["rule"], table["init mean μ"])) == {"ReZero": 0.0, "LAuReL-style": 1.0}
+
+
 def test_settling_fraction_and_table():
     r = _run("hacn", 0, alphas=[0.5, 0.4, 0.3, 0.2])
     assert hmr.last_fifth_fraction(r) == 0.0  # stopped moving at 70% of training

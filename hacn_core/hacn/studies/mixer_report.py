@@ -576,8 +576,13 @@ def last_fifth_fraction(r: RunResult) -> float:
     return fraction_left(r, 0.8)
 
 
+#: where the scalars of the rules without a drawn init start (chapter 3): ReZero's a_i = 0, LAuReL's a_i = b_i = 1
+FIXED_STARTS = {"rezero": 0.0, "laurel": 1.0}
+
+
 def _mixer_settling_cell(config: dict[str, Any]) -> dict[str, Any]:
-    return {"rule": label(config), "init mean μ": config["alpha_mu"], "classes": config["num_classes"]}
+    start = config["alpha_mu"] if config["alpha_mu"] is not None else FIXED_STARTS.get(config["rule"])
+    return {"rule": label(config), "init mean μ": start, "classes": config["num_classes"]}
 
 
 def _mixer_order(r: RunResult) -> tuple:
