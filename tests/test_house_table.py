@@ -64,7 +64,11 @@ def test_stored_summary_says_how_much_of_a_study_is_stored():
     assert stored_summary([], 9) == "none of the 9 runs of this profile is stored yet"
     runs = [SimpleNamespace(seed=s, provenance={"device": "cpu"}) for s in (2, 0, 2)]
     runs.append(SimpleNamespace(seed=1, provenance={}))
-    assert stored_summary(runs, 9) == "4 of 9 runs stored (seeds 0, 1, 2), trained on cpu; device not recorded"
+    assert stored_summary(runs, 9) == ("4 of 9 runs stored (seeds 0, 1, 2), trained on cpu (3 runs); "
+                                       "device not recorded (1 run)")
+    assert stored_summary(runs[:3], 9) == "3 of 9 runs stored (seeds 0, 2), trained on cpu"
+    resumed = SimpleNamespace(seed=0, provenance={"device": "cuda: H100; cpu: EPYC"})  # begun on one, ended on another
+    assert stored_summary([resumed, resumed], 2).endswith("trained on cuda: H100, then cpu: EPYC")
 
 
 def test_device_label_names_the_gpu_model_and_tells_cpus_apart_by_cores():

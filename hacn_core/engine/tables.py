@@ -117,8 +117,22 @@ def stored_summary(results: Sequence[Any], planned: int) -> str:
     if not results:
         return f"none of the {planned} runs of this profile is stored yet"
     seeds = ", ".join(str(s) for s in sorted({r.seed for r in results}))
-    devices = "; ".join(sorted({str(r.provenance.get("device", "device not recorded")) for r in results}))
-    return f"{len(results)} of {planned} runs stored (seeds {seeds}), trained on {devices}"
+    return f"{len(results)} of {planned} runs stored (seeds {seeds}), trained on {devices_summary(results)}"
+
+
+def devices_summary(results: Sequence[Any]) -> str:
+    """The devices a set of runs trained on, with how many runs each: ``"cpu: X (30 runs); cuda: Y (3 runs)"``.
+
+    A run resumed on another machine records its devices in order (``"A; B"``, see the results store); it
+    counts under ``"A, then B"``.
+    """
+    counts: dict[str, int] = {}
+    for r in results:
+        device = str(r.provenance.get("device", "device not recorded")).replace("; ", ", then ")
+        counts[device] = counts.get(device, 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    return "; ".join(f"{d} ({n} run{'s' if n != 1 else ''})" for d, n in sorted(counts.items()))
 
 
 MISSING = "–"
