@@ -297,3 +297,21 @@ def test_coverage_budget_and_summary_follow_the_stored_runs():
     stack = str(report.show_verdicts(frame, task="SpiralHard").data)  # every question, one task
     assert stack.count("<tr>") == 1 + len(frame[frame["task"] == "SpiralHard"]) and "<th>task</th>" not in stack
     assert report.CANNOT_TELL in stack  # the clock ratio's interval crosses 1
+
+
+def test_show_formats_columns_by_kind_and_leaves_out_controls_with_no_value():
+    """Parameters as whole numbers, differences signed to 0.1 point, half-widths unsigned, ratios to 0.01; a
+    control with no stored pair anywhere is left out and named in the note, an interval of a shown value kept."""
+    import re
+
+    import pandas as pd
+
+    frame = pd.DataFrame({"rule": ["hacn"], "adaptive parameters": [32609.67], "vs frozen (points)": [0.0333],
+                          "vs frozen (points) ±95%": [0.1434], "adaptive / fixed": [1.1312],
+                          "vs fixed (points)": [float("nan")], "vs fixed (points) ±95%": [float("nan")],
+                          "n": [1], "one seed (points)": [2.0], "one seed (points) ±95%": [float("nan")]})
+    html = report.show(frame).data
+    cells = re.findall(r'<td class="num">([^<]*)</td>', html)
+    assert cells == ["32,610", "+0.0", "0.1", "1.13", "1", "+2.0", "–"]
+    assert "vs fixed" not in re.sub(r'house-note">[^<]*', "", html)
+    assert "Not shown, no value stored yet: vs fixed (points), vs fixed (points) ±95%." in html

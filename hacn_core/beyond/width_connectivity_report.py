@@ -926,8 +926,33 @@ def plot_truncation_grid(results: Sequence[RunResult], points: float = CUT_POINT
 def show(frame, *, caption: str = "", note: str = ""):
     """``frame`` as the house table (:func:`hacn_core.engine.tables.house_table`): rule ids as ResNet / ACN /
     H-ACN, a missing cell explained by :data:`MISSING_NOTE`."""
+    empty = [c for c in frame.columns if frame[c].isna().all()]
+    # an interval column stays while its value column is shown (one seed: the dash says "no interval")
+    empty = [c for c in empty if "±95%" not in str(c) or str(c).replace(" ±95%", "") in map(str, empty)]
+    if empty and len(frame):  # a control with no stored pair anywhere yet: its columns would be all dashes
+        frame = frame.drop(columns=empty)
+        note = (note + " " if note else "") + f"Not shown, no value stored yet: {', '.join(map(str, empty))}."
     labels = {"rule": RULE_LABELS} if "rule" in frame.columns else None
-    return house_table(frame, labels=labels, missing_note=MISSING_NOTE, caption=caption, note=note)
+    return house_table(frame, labels=labels, missing_note=MISSING_NOTE, caption=caption, note=note,
+                       formats=_column_formats(frame.columns))
+
+
+def _column_formats(columns: Sequence[Any]) -> dict[str, str]:
+    """The precision each kind of column is shown at, read from its name: parameters as whole numbers,
+    accuracies and differences in points to 0.1 (differences signed), times in ms to 0.01, ratios to 0.01."""
+    formats = {}
+    for col in map(str, columns):
+        if "parameters" in col:
+            formats[col] = ",.0f"
+        elif "±95%" in col or col.endswith("(%)"):  # a half-width or a level: unsigned
+            formats[col] = ".1f"
+        elif "(points)" in col:
+            formats[col] = "+.1f"
+        elif col.endswith("(ms)"):
+            formats[col] = ".2f"
+        elif " / " in col:  # a ratio of two times or widths
+            formats[col] = ".2f"
+    return formats
 
 
 __all__ = [
