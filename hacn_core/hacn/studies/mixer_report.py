@@ -522,8 +522,8 @@ def plot_comparison(results: Sequence[RunResult]):
                 plots.with_ci(ax, np.arange(acc.shape[1]), acc, label=RULE_LABELS[rule], color=_STYLE[rule])
         ax.set_xlabel("exit (layers used)")
         ax.set_title(title, fontsize="medium")
-        plots.legend(ax, frameon=False)
     axes[0][0].set_ylabel("test accuracy (%)")
+    plots.figure_legend(fig)  # one entry per design (the ResNet rule is in both panels), below the data
     return fig
 
 
