@@ -307,11 +307,12 @@ def test_show_formats_columns_by_kind_and_leaves_out_controls_with_no_value():
     import pandas as pd
 
     frame = pd.DataFrame({"rule": ["hacn"], "adaptive parameters": [32609.67], "vs frozen (points)": [0.0333],
-                          "vs frozen (points) ±95%": [0.1434], "adaptive / fixed": [1.1312],
+                          "vs frozen (points) ±95%": [0.1434], "adaptive / fixed": [1.1312], "Gamma": [0.25534],
+                          "Gamma ±95%": [0.0812], "total width": [2177.5], "total width ±95%": [6.44],
                           "vs fixed (points)": [float("nan")], "vs fixed (points) ±95%": [float("nan")],
                           "n": [1], "one seed (points)": [2.0], "one seed (points) ±95%": [float("nan")]})
     html = report.show(frame).data
     cells = re.findall(r'<td class="num">([^<]*)</td>', html)
-    assert cells == ["32,610", "+0.0", "0.1", "1.13", "1", "+2.0", "–"]
+    assert cells == ["32,610", "+0.0", "0.1", "1.13", "0.255", "0.081", "2,178", "6", "1", "+2.0", "–"]
     assert "vs fixed" not in re.sub(r'house-note">[^<]*', "", html)
     assert "Not shown, no value stored yet: vs fixed (points), vs fixed (points) ±95%." in html

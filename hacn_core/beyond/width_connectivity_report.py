@@ -934,23 +934,28 @@ def show(frame, *, caption: str = "", note: str = ""):
         note = (note + " " if note else "") + f"Not shown, no value stored yet: {', '.join(map(str, empty))}."
     labels = {"rule": RULE_LABELS} if "rule" in frame.columns else None
     return house_table(frame, labels=labels, missing_note=MISSING_NOTE, caption=caption, note=note,
-                       formats=_column_formats(frame.columns))
+                       formats={c: f for c, f in _column_formats(frame.columns).items()
+                                if frame[c].map(lambda v: isinstance(v, (int, float))).all()})  # numbers only
 
 
 def _column_formats(columns: Sequence[Any]) -> dict[str, str]:
-    """The precision each kind of column is shown at, read from its name: parameters as whole numbers,
-    accuracies and differences in points to 0.1 (differences signed), times in ms to 0.01, ratios to 0.01."""
+    """The precision each kind of column is shown at, read from its name (an interval column ``"X ±95%"``
+    as its value column ``X``): Γ to 0.001, parameters and widths as whole numbers, accuracies and
+    differences in points to 0.1 (differences signed, intervals not), times in ms and ratios to 0.01."""
     formats = {}
     for col in map(str, columns):
-        if "parameters" in col:
+        base, interval = col.removesuffix(" ±95%"), col.endswith(" ±95%")
+        if "Gamma" in base or "Γ" in base:
+            formats[col] = ".3f"
+        elif "parameters" in base or "width" in base:
             formats[col] = ",.0f"
-        elif "±95%" in col or col.endswith("(%)"):  # a half-width or a level: unsigned
+        elif "(points)" in base:
+            formats[col] = ".1f" if interval else "+.1f"
+        elif base.endswith("(%)"):
             formats[col] = ".1f"
-        elif "(points)" in col:
-            formats[col] = "+.1f"
-        elif col.endswith("(ms)"):
+        elif base.endswith("(ms)"):
             formats[col] = ".2f"
-        elif " / " in col:  # a ratio of two times or widths
+        elif " / " in base:  # a ratio of two times or widths
             formats[col] = ".2f"
     return formats
 
