@@ -307,8 +307,9 @@ def test_fit_in_a_thread_installs_no_handlers():
     assert len(out) == 1 and out[0].steps == 32
 
 
-def test_wall_time_and_segments_reach_the_provenance(tmp_path):
-    """A run interrupted once and run again: two segments; the stored time adds the first one's."""
+def _interrupted_once(store: ResultsStore, experiment: str):
+    """A stored toy run stopped by SIGINT at step 20: its checkpoint path, and a function that runs it again
+    (without the signal) to the end."""
     data, cfg = _small_problem()
     signal_at = [SignalAt(20, signal.SIGINT)]
 
@@ -317,13 +318,18 @@ def test_wall_time_and_segments_reach_the_provenance(tmp_path):
                   progress=False)
         return {"metrics": res.metrics}
 
-    store = ResultsStore(tmp_path)
     with pytest.raises(TrainingInterrupted) as info:
-        run_or_load("exp-segments", {"seed": 0}, train, store=store)
-    first = load_checkpoint(info.value.checkpoint)["wall_time_s"]
+        run_or_load(experiment, {"seed": 0}, train, store=store)
     signal_at.clear()
+    return info.value.checkpoint, lambda seed=0: run_or_load(experiment, {"seed": seed}, train, store=store)
+
+
+def test_wall_time_and_segments_reach_the_provenance(tmp_path):
+    """A run interrupted once and run again: two segments; the stored time adds the first one's."""
+    checkpoint, rerun = _interrupted_once(ResultsStore(tmp_path), "exp-segments")
+    first = load_checkpoint(checkpoint)["wall_time_s"]
     started = time.perf_counter()
-    result = run_or_load("exp-segments", {"seed": 0}, train, store=store)
+    result = rerun()
     own = time.perf_counter() - started
     assert result.provenance["segments"] == 2
     assert first < result.provenance["wall_time_s"] <= first + own + 1e-3
@@ -340,27 +346,16 @@ def test_a_run_resumed_on_another_device_names_both(tmp_path):
     from hacn_core.engine.checkpoint import save_checkpoint
     from hacn_core.engine.results import device_description
 
-    data, cfg = _small_problem()
-    signal_at = [SignalAt(20, signal.SIGINT)]
-
-    def train(config, context):
-        res = fit(_net(), data, cfg, callbacks=list(signal_at), checkpoint_dir=context.checkpoint_dir,
-                  progress=False)
-        return {"metrics": res.metrics}
-
-    store = ResultsStore(tmp_path)
-    with pytest.raises(TrainingInterrupted) as info:
-        run_or_load("exp-devices", {"seed": 0}, train, store=store)
-    ckpt = load_checkpoint(info.value.checkpoint)
+    checkpoint, rerun = _interrupted_once(ResultsStore(tmp_path), "exp-devices")
+    ckpt = load_checkpoint(checkpoint)
     here = device_description("cpu")
     assert ckpt["devices"] == [here]
     ckpt["devices"] = ["cuda: Some GPU"]  # as if the first segment had trained there
-    save_checkpoint(ckpt, info.value.checkpoint)
-    signal_at.clear()
-    result = run_or_load("exp-devices", {"seed": 0}, train, store=store)
+    save_checkpoint(ckpt, checkpoint)
+    result = rerun()
     assert result.provenance["segments"] == 2
     assert result.provenance["device"] == f"cuda: Some GPU; {here}"
-    plain = run_or_load("exp-devices", {"seed": 1}, train, store=store)
+    plain = rerun(seed=1)
     assert plain.provenance["device"] == here  # one device: named once, as before
 
 
