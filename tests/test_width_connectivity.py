@@ -486,12 +486,14 @@ def test_smoke_runs_store_the_metrics_and_the_report_reads_them(tmp_path, monkey
     assert row["width"] == stored.curves["final_widths"][1] and row["n"] == 1
     gw = report.gamma_and_width(runs).set_index("rule")
     assert gw.loc["acn", "Gamma"] == 0.0 and gw.loc["hacn", "total width"] == stored.metrics["total_width"]
-    to_fixed, to_frozen = report.against_fixed(runs, [control]).to_dict("records")
-    assert to_fixed["task"] == "Fashion-MNIST, 10 classes" and to_fixed["fixed pairs"] == 1
-    assert to_fixed["vs fixed (points)"] == pytest.approx(5.0) and to_fixed["fixed parameters"] == 1000
-    assert to_fixed["frozen pairs"] == 0 and math.isnan(to_fixed["vs frozen (points)"])
-    assert (to_frozen["task"], to_frozen["rule"], to_frozen["frozen pairs"]) == ("SpiralHard", "hacn", 1)
-    assert to_frozen["vs frozen (points)"] == pytest.approx(
+    to_fixed, to_frozen = report.against_fixed(runs, [control]).to_dict("records")  # a row per stored pairing
+    assert (to_fixed["task"], to_fixed["rule"], to_fixed["control"]) == ("Fashion-MNIST, 10 classes", "acn", "fixed")
+    assert to_fixed["pairs"] == 1 and to_fixed["difference (points)"] == pytest.approx(5.0)
+    assert to_fixed["control parameters"] == 1000
+    assert to_fixed["parameters saved (%)"] == pytest.approx(100 * (1 - out["metrics"]["parameters"] / 1000))
+    assert (to_frozen["task"], to_frozen["rule"], to_frozen["control"], to_frozen["pairs"]) == \
+        ("SpiralHard", "hacn", "frozen", 1)
+    assert to_frozen["difference (points)"] == pytest.approx(
         100 * (stored.metrics["test_accuracy"] - frozen.metrics["test_accuracy"]))
     times = report.time_per_step(runs, [control]).set_index("rule")
     assert times.loc["acn", "training wall, fixed (ms)"] == pytest.approx(200.0)
@@ -545,26 +547,33 @@ def test_the_report_pairs_learning_runs_with_their_frozen_twins_by_seed_and_task
         assert (run.seed, report.task_of(run.config), run.config["rule"]) == \
             (twin.seed, report.task_of(twin.config), twin.config["rule"])
     t95 = {2: 12.706204736174698, 3: 4.302652729749464}  # Student-t 97.5% quantiles, 1 and 2 degrees of freedom
-    table = report.against_fixed(runs, controls).set_index("task")
-    assert list(table.index) == ["Fashion-MNIST, 10 classes", "Fashion-MNIST, 2 classes", "SpiralHard"]
+    table = report.against_fixed(runs, controls)
+    assert list(zip(table["task"], table["control"])) == [  # one row per stored pairing, the twin first
+        ("Fashion-MNIST, 10 classes", "frozen"), ("Fashion-MNIST, 10 classes", "fixed"),
+        ("Fashion-MNIST, 2 classes", "frozen"), ("SpiralHard", "frozen")]  # no fixed-width control: no row
+    assert not table.isna().any().any()  # no empty cell: every interval has at least 2 pairs here
+    frozen_rows = table[table["control"] == "frozen"].set_index("task")
     for (setting, classes), b in base.items():
-        row = table.loc[report.task_of(learning(setting, classes, 0))]
+        row = frozen_rows.loc[report.task_of(learning(setting, classes, 0))]
         paired = [s for s in seeds[setting, classes] if (setting, classes, s) not in no_twin]
         diffs = [100 * ((b + 0.01 * s) - (b - 0.02 + 0.02 * s)) for s in paired]  # 2 - s points
-        assert row["frozen pairs"] == len(paired) and row["n"] == len(seeds[setting, classes])
-        assert row["vs frozen (points)"] == pytest.approx(sum(diffs) / len(diffs))
+        assert row["pairs"] == len(paired)
+        assert row["difference (points)"] == pytest.approx(sum(diffs) / len(diffs))
         sd = math.sqrt(sum((d - sum(diffs) / len(diffs)) ** 2 for d in diffs) / (len(diffs) - 1))
-        assert row["vs frozen (points) ±95%"] == pytest.approx(t95[len(diffs)] * sd / math.sqrt(len(diffs)))
-        assert row["vs frozen, middle exit (points)"] == pytest.approx(sum(diffs) / len(diffs))
-        assert row["frozen acc (%)"] == pytest.approx(100 * (b - 0.02) + 2 * sum(paired) / len(paired))
-        assert row["adaptive acc (%)"] == pytest.approx(100 * b + sum(seeds[setting, classes]) / row["n"])
-        assert row["frozen parameters"] == 1200
-        assert row["adaptive parameters"] == pytest.approx(1000 + 10 * sum(seeds[setting, classes]) / row["n"])
-    ten = table.loc["Fashion-MNIST, 10 classes"]  # the hacn-mixer-long controls of seeds 0 and 1
-    assert ten["fixed pairs"] == 2 and ten["vs fixed (points)"] == pytest.approx(3.5)  # 3 + s points, s = 0, 1
-    assert ten["fixed acc (%)"] == pytest.approx(77.0) and ten["fixed parameters"] == 900
-    for task in ("Fashion-MNIST, 2 classes", "SpiralHard"):  # no fixed-width control stored (the stack has none)
-        assert table.loc[task, "fixed pairs"] == 0 and math.isnan(table.loc[task, "vs fixed (points)"])
+        assert row["difference (points) ±95%"] == pytest.approx(t95[len(diffs)] * sd / math.sqrt(len(diffs)))
+        assert row["middle exit difference (points)"] == pytest.approx(sum(diffs) / len(diffs))
+        assert row["control acc (%)"] == pytest.approx(100 * (b - 0.02) + 2 * sum(paired) / len(paired))
+        assert row["learned acc (%)"] == pytest.approx(100 * b + sum(paired) / len(paired))  # the paired runs only
+        assert row["control parameters"] == 1200
+        learned = 1000 + 10 * sum(paired) / len(paired)
+        assert row["learned parameters"] == pytest.approx(learned)
+        assert row["parameters saved (%)"] == pytest.approx(100 * (1 - learned / 1200))
+    ten = table[(table["task"] == "Fashion-MNIST, 10 classes") & (table["control"] == "fixed")].iloc[0]
+    assert ten["pairs"] == 2 and ten["difference (points)"] == pytest.approx(3.5)  # 3 + s points, s = 0, 1
+    assert ten["control acc (%)"] == pytest.approx(77.0) and ten["control parameters"] == 900
+    assert ten["learned acc (%)"] == pytest.approx(80.5)  # seeds 0 and 1 only: the seeds with a control
+    html = report.show(table, note=report.CONTROLS_NOTE).data
+    assert "<td>frozen-width twin</td>" in html and "<td>fixed-width run</td>" in html
     # the twins stay out of questions 1, 2 and 4: one cell per task, counting the learning runs only
     gw = report.gamma_and_width(runs).set_index("task")
     assert gw.loc["SpiralHard", "n"] == 3 and gw.loc["Fashion-MNIST, 2 classes", "n"] == 2

@@ -213,7 +213,7 @@ def test_questions3_and_4_pair_each_run_with_its_controls():
     fig = report.plot_against_fixed(runs, controls)  # the dots are the table's paired differences
     table = report.against_fixed(runs, controls)
     drawn = sorted(float(x) for c in fig.axes[0].containers for x in c.lines[0].get_xdata() if np.isfinite(x))
-    assert drawn == pytest.approx(sorted([*table["vs frozen (points)"].dropna(), *table["vs fixed (points)"].dropna()]))
+    assert drawn == pytest.approx(sorted(table["difference (points)"]))
 
 
 def test_question5_holds_only_where_the_combined_cut_is_smaller_in_every_seed():
@@ -300,7 +300,7 @@ def test_coverage_budget_and_summary_follow_the_stored_runs():
 
 
 def test_show_formats_columns_by_kind_and_leaves_out_controls_with_no_value():
-    """Parameters as whole numbers, differences signed to 0.1 point, half-widths unsigned, ratios to 0.01; a
+    """Parameters as whole numbers, differences and shares saved signed to 0.1, half-widths unsigned, ratios to 0.01; a
     control with no stored pair anywhere is left out and named in the note, an interval of a shown value kept."""
     import re
 
@@ -310,9 +310,10 @@ def test_show_formats_columns_by_kind_and_leaves_out_controls_with_no_value():
                           "vs frozen (points) ±95%": [0.1434], "adaptive / fixed": [1.1312], "Gamma": [0.25534],
                           "Gamma ±95%": [0.0812], "total width": [2177.5], "total width ±95%": [6.44],
                           "vs fixed (points)": [float("nan")], "vs fixed (points) ±95%": [float("nan")],
-                          "n": [1], "one seed (points)": [2.0], "one seed (points) ±95%": [float("nan")]})
+                          "n": [1], "one seed (points)": [2.0], "one seed (points) ±95%": [float("nan")],
+                          "parameters saved (%)": [6.94]})
     html = report.show(frame).data
     cells = re.findall(r'<td class="num">([^<]*)</td>', html)
-    assert cells == ["32,610", "+0.0", "0.1", "1.13", "0.255", "0.081", "2,178", "6", "1", "+2.0", "–"]
+    assert cells == ["32,610", "+0.0", "0.1", "1.13", "0.255", "0.081", "2,178", "6", "1", "+2.0", "–", "+6.9"]
     assert "vs fixed" not in re.sub(r'house-note">[^<]*', "", html)
     assert "Not shown, no value stored yet: vs fixed (points), vs fixed (points) ±95%." in html

@@ -62,12 +62,14 @@ from hacn_core.hacn.studies import mixer as hm
 RULE_LABELS: dict[str, str] = {"resnet": "ResNet", "acn": "ACN", "hacn": "H-ACN"}
 #: what a missing cell means in every table of this module
 MISSING_NOTE = "no stored run of this cell yet, or a single run (no interval)"
+#: the two controls of question 3, as :func:`against_fixed` names them and as the book shows them
+CONTROL_LABELS: dict[str, str] = {"frozen": "frozen-width twin", "fixed": "fixed-width run"}
 #: what the two controls of question 3 are (a note for :func:`show` of :func:`against_fixed`)
-CONTROLS_NOTE = ("frozen: the same run with its widths frozen at the start (the rates do not train), the only "
-                 "difference; fixed: the fixed-width study's run of the same configuration and seed (hacn-mixer-long "
-                 "at the book profile), which also differs in activation (GELU, not ReLU), init (PyTorch's default, "
-                 "not kaiming+) and weight prior (none, not N(0, 1)). Differences: adaptive - control, mean of the "
-                 "per-seed differences")
+CONTROLS_NOTE = ("frozen-width twin: the same run with its widths frozen at the start (the rates do not train), the "
+                 "only difference; fixed-width run: the fixed-width study's run of the same configuration and seed "
+                 "(hacn-mixer-long at the book profile), which also differs in activation (GELU, not ReLU), init "
+                 "(PyTorch's default, not kaiming+) and weight prior (none, not N(0, 1)). Accuracies and parameters: "
+                 "means over the pairs; differences: learned - control, mean of the per-seed differences")
 
 
 def task_of(config: dict[str, Any]) -> str:
@@ -211,27 +213,11 @@ def gamma_and_width(results: Sequence[RunResult]):
 # ----------------------------------------------------------------------------- 3. against the fixed-width runs
 
 
-def _against(name: str, pairs: Sequence[tuple[RunResult, RunResult]]) -> dict[str, float]:
-    """The columns of one control ``name`` of question 3 from its ``(adaptive, control)`` pairs: the control's
-    accuracy, the paired differences (final exit with a 95% interval, middle exit), its parameters and the
-    pair count; NaN (0 pairs) where no pair is stored."""
-    if not pairs:
-        return {f"{name} acc (%)": np.nan, f"vs {name} (points)": np.nan, f"vs {name} (points) ±95%": np.nan,
-                f"vs {name}, middle exit (points)": np.nan, f"{name} parameters": np.nan, f"{name} pairs": 0}
-    m = [(r.metrics, c.metrics) for r, c in pairs]
-    return {f"{name} acc (%)": 100 * float(np.mean([c["test_accuracy"] for _, c in m])),
-            **_with(f"vs {name} (points)", [r["test_accuracy"] - c["test_accuracy"] for r, c in m], 100.0),
-            f"vs {name}, middle exit (points)": 100 * float(np.mean(
-                [r["first_half_exit_accuracy"] - c["first_half_exit_accuracy"] for r, c in m])),
-            f"{name} parameters": float(np.mean([c["parameters"] for _, c in m])),
-            f"{name} pairs": len(pairs)}
-
-
 def against_fixed(results: Sequence[RunResult], controls: Sequence[RunResult] = ()):
     """Question 3: does learning the width cost accuracy, and how many parameters does it save?
 
-    Per task and rule, the runs that learn their width against two controls, each paired
-    seed by seed:
+    One row per task, rule and control, the runs that learn their width paired seed by seed
+    with the control's runs:
 
     * ``frozen``: the run's frozen-width twin among ``results`` (:func:`paired_frozen`),
       identical but for the width learning: *the* clean comparison, for the Mixer
@@ -240,31 +226,33 @@ def against_fixed(results: Sequence[RunResult], controls: Sequence[RunResult] = 
       (:func:`paired_controls`), Mixer only; it differs in activation, init and weight
       prior too (:data:`CONTROLS_NOTE`), so its difference is not width learning's alone.
 
-    Columns: the adaptive test accuracy (%, mean over the cell's runs), their parameters
-    at the end of training and ``n``; per control its accuracy (mean over the paired
-    runs), the paired difference adaptive - control in points (mean of the per-seed
-    differences, with the half-width of its 95% Student-t interval), the same at the
-    middle exit (H-ACN Sec. 3.1), the control's parameters and the number of pairs.
-    A cell with no pair of either kind is left out; a control without a pair reads NaN.
+    Columns: the number of pairs; the test accuracy (%) of the width-learning runs and of
+    their controls (means over the pairs); their paired difference in points (mean of the
+    per-seed differences, with the half-width of its 95% Student-t interval) and the same at
+    the middle exit (H-ACN Sec. 3.1); the parameters of both at the end of training and the
+    share saved. A control with no stored pair has no row, so no cell is empty for want of
+    a run.
     """
     import pandas as pd
 
-    cells: dict[tuple[str, str], dict[str, list[tuple[RunResult, RunResult]]]] = {}
+    cells: dict[tuple[str, str, str], list[tuple[RunResult, RunResult]]] = {}
     for name, pairs in (("frozen", paired_frozen(results)), ("fixed", paired_controls(results, controls))):
         for run, control in pairs:
-            cell = cells.setdefault((task_of(run.config), run.config["rule"]), {"frozen": [], "fixed": []})
-            cell[name].append((run, control))
-    runs = _cells(results)
+            cells.setdefault((task_of(run.config), run.config["rule"], name), []).append((run, control))
     rows = []
-    for (task, rule), by_control in cells.items():
-        adaptive = runs[task, rule]
-        rows.append({"task": task, "rule": rule,
-                     "adaptive acc (%)": 100 * float(np.mean([r.metrics["test_accuracy"] for r in adaptive])),
-                     "adaptive parameters": float(np.mean([r.metrics["parameters"] for r in adaptive])),
-                     "n": len(adaptive),
-                     **_against("frozen", by_control["frozen"]), **_against("fixed", by_control["fixed"])})
+    for (task, rule, name), pairs in cells.items():
+        m = [(r.metrics, c.metrics) for r, c in pairs]
+        learned, fixed = (float(np.mean([x[k]["parameters"] for x in m])) for k in (0, 1))
+        rows.append({"task": task, "rule": rule, "control": name, "pairs": len(pairs),
+                     "learned acc (%)": 100 * float(np.mean([r["test_accuracy"] for r, _ in m])),
+                     "control acc (%)": 100 * float(np.mean([c["test_accuracy"] for _, c in m])),
+                     **_with("difference (points)", [r["test_accuracy"] - c["test_accuracy"] for r, c in m], 100.0),
+                     "middle exit difference (points)": 100 * float(np.mean(
+                         [r["first_half_exit_accuracy"] - c["first_half_exit_accuracy"] for r, c in m])),
+                     "learned parameters": learned, "control parameters": fixed,
+                     "parameters saved (%)": 100 * (1 - learned / fixed)})
     order = {rule: i for i, rule in enumerate(STUDY_RULES)}
-    rows.sort(key=lambda row: (row["task"], order[row["rule"]]))
+    rows.sort(key=lambda row: (row["task"], order[row["rule"]], row["control"] != "frozen"))
     return pd.DataFrame(rows)
 
 
@@ -839,25 +827,26 @@ def plot_against_fixed(results: Sequence[RunResult], controls: Sequence[RunResul
     interval), (b) parameters saved against the control (%), one row per task and rule, one colour per
     control (frozen-width twin, fixed-width run)."""
     frame = against_fixed(results, controls)
-    labels = _row_labels(frame)
-    colour = plots.categorical(["frozen", "fixed"])
+    cells = list(dict.fromkeys(zip(frame["task"], frame["rule"])))  # the rows, in the table's order
+    colour = plots.categorical(list(CONTROL_LABELS))
     fixed_id = controls[0].experiment if len(controls) else hm.LONG_ID
-    names = {"frozen": "frozen-width twin", "fixed": f"fixed-width run ({fixed_id})"}
-    fig, axes = plots.figure(ncols=2, height=0.9 + 0.32 * max(len(frame), 1), sharey=True)
+    names = {"frozen": CONTROL_LABELS["frozen"], "fixed": f"{CONTROL_LABELS['fixed']} ({fixed_id})"}
+    fig, axes = plots.figure(ncols=2, height=0.9 + 0.32 * max(len(cells), 1), sharey=True)
     ax_a, ax_b = axes[0]
-    y = np.arange(len(frame))
-    for k, name in enumerate(("frozen", "fixed")):
-        shift = y + (k - 0.5) * 0.25
-        diff = frame[f"vs {name} (points)"].to_numpy(dtype=float)
-        half = np.nan_to_num(frame[f"vs {name} (points) ±95%"].to_numpy(dtype=float))
-        ax_a.errorbar(diff, shift, xerr=half, linestyle="none", marker="o", markersize=4, capsize=2,
+    for k, name in enumerate(CONTROL_LABELS):
+        part = frame[frame["control"] == name]
+        if not len(part):
+            continue
+        y = np.array([cells.index(cell) for cell in zip(part["task"], part["rule"])]) + (k - 0.5) * 0.25
+        ax_a.errorbar(part["difference (points)"].to_numpy(float), y, linestyle="none", marker="o", markersize=4,
+                      xerr=np.nan_to_num(part["difference (points) ±95%"].to_numpy(float)), capsize=2,
                       color=colour[name], label=names[name])
-        saved = 100 * (1 - frame["adaptive parameters"].to_numpy(float) / frame[f"{name} parameters"].to_numpy(float))
-        ax_b.plot(saved, shift, linestyle="none", marker="o", markersize=4, color=colour[name])
+        ax_b.plot(part["parameters saved (%)"].to_numpy(float), y, linestyle="none", marker="o", markersize=4,
+                  color=colour[name])
     ax_a.axvline(0, color=_START, linewidth=0.8)
     ax_a.axvspan(-NO_COST_POINTS, 0, color=_START, alpha=0.1, linewidth=0)
     ax_b.axvline(0, color=_START, linewidth=0.8)
-    ax_a.set_yticks(y, labels)
+    ax_a.set_yticks(np.arange(len(cells)), [f"{t} · {RULE_LABELS[r]}" for t, r in cells])
     ax_a.invert_yaxis()
     ax_a.set_xlabel("accuracy, learned − control (points)")
     ax_b.set_xlabel("parameters saved (%)")
@@ -925,14 +914,14 @@ def plot_truncation_grid(results: Sequence[RunResult], points: float = CUT_POINT
 
 def show(frame, *, caption: str = "", note: str = ""):
     """``frame`` as the house table (:func:`hacn_core.engine.tables.house_table`): rule ids as ResNet / ACN /
-    H-ACN, a missing cell explained by :data:`MISSING_NOTE`."""
+    H-ACN and control ids by :data:`CONTROL_LABELS`, a missing cell explained by :data:`MISSING_NOTE`."""
     empty = [c for c in frame.columns if frame[c].isna().all()]
     # an interval column stays while its value column is shown (one seed: the dash says "no interval")
     empty = [c for c in empty if "±95%" not in str(c) or str(c).replace(" ±95%", "") in map(str, empty)]
     if empty and len(frame):  # a control with no stored pair anywhere yet: its columns would be all dashes
         frame = frame.drop(columns=empty)
         note = (note + " " if note else "") + f"Not shown, no value stored yet: {', '.join(map(str, empty))}."
-    labels = {"rule": RULE_LABELS} if "rule" in frame.columns else None
+    labels = {c: m for c, m in (("rule", RULE_LABELS), ("control", CONTROL_LABELS)) if c in frame.columns}
     return house_table(frame, labels=labels, missing_note=MISSING_NOTE, caption=caption, note=note,
                        formats={c: f for c, f in _column_formats(frame.columns).items()
                                 if frame[c].map(lambda v: isinstance(v, (int, float))).all()})  # numbers only
@@ -941,12 +930,14 @@ def show(frame, *, caption: str = "", note: str = ""):
 def _column_formats(columns: Sequence[Any]) -> dict[str, str]:
     """The precision each kind of column is shown at, read from its name (an interval column ``"X ±95%"``
     as its value column ``X``): Γ to 0.001, parameters and widths as whole numbers, accuracies and
-    differences in points to 0.1 (differences signed, intervals not), times in ms and ratios to 0.01."""
+    differences in points and shares saved to 0.1 (signed, intervals not), times in ms and ratios to 0.01."""
     formats = {}
     for col in map(str, columns):
         base, interval = col.removesuffix(" ±95%"), col.endswith(" ±95%")
         if "Gamma" in base or "Γ" in base:
             formats[col] = ".3f"
+        elif "saved (%)" in base:  # a share saved: negative where learning the width added parameters
+            formats[col] = ".1f" if interval else "+.1f"
         elif "parameters" in base or "width" in base:
             formats[col] = ",.0f"
         elif "(points)" in base:
@@ -963,6 +954,7 @@ def _column_formats(columns: Sequence[Any]) -> dict[str, str]:
 __all__ = [
     "CANNOT_TELL",
     "CONTROLS_NOTE",
+    "CONTROL_LABELS",
     "CUT_POINTS",
     "MISSING_NOTE",
     "NO_COST_POINTS",
