@@ -577,6 +577,52 @@ def test_helpers_over_a_container():
     assert update_widths(net) and model_widths(net) == [24, 24, 24]
 
 
+def test_update_widths_reading_all_rates_at_once_sets_the_same_widths_and_optimizer_state():
+    """The one-transfer path (a GPU model's default) against one read per MLP: after the same optimizer
+    steps, which grow one layer and shrink others, the widths, weights and Adam moments agree exactly;
+    a list of MLPs is taken as the model's MLPs; nothing to update: False."""
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(AdaptiveMLP(in_dim=3, out_dim=4, n_hidden_layers=2, rate_init=0.1),
+                             AdaptiveMLP(in_dim=4, out_dim=2, n_hidden_layers=3, rate_init=0.2))
+
+    runs = []
+    for one_read in (False, True):
+        net = build()
+        opt = torch.optim.Adam(net.parameters(), lr=0.05)
+        mlps = adaptive_mlps(net)
+        x, y = torch.randn(8, 3), torch.randn(8, 2)
+        history = []
+        for step in range(4):
+            opt.zero_grad()
+            F.mse_loss(net(x), y).backward()
+            opt.step()
+            with torch.no_grad():  # move rates so that widths change both ways
+                mlps[0].raw_rate.add_(torch.tensor([-0.5, 0.5]) * (1 if step % 2 == 0 else -0.5))
+                mlps[1].raw_rate.add_(0.3)
+            history.append((update_widths(mlps, opt, one_read=one_read), model_widths(net)))
+        runs.append((history, net, opt))
+    (h0, a, opt_a), (h1, b, opt_b) = runs
+    assert h0 == h1 and any(changed for changed, _ in h0)
+    for (pa, qa), (pb, qb) in zip(zip(a.parameters(), opt_a.param_groups[0]["params"]),
+                                  zip(b.parameters(), opt_b.param_groups[0]["params"])):
+        torch.testing.assert_close(pa, pb, rtol=0, atol=0)
+        for key in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(opt_a.state[qa][key], opt_b.state[qb][key], rtol=0, atol=0)
+    assert update_widths([]) is False and update_widths(nn.Linear(2, 2)) is False
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_update_widths_on_a_gpu_reads_the_rates_once_and_sets_the_widths_the_cpu_sets():
+    mlps = [AdaptiveMLP(in_dim=2, out_dim=2, n_hidden_layers=2, rate_init=r) for r in (0.1, 0.3)]
+    gpu = [copy.deepcopy(m).cuda() for m in mlps]
+    for ms in (mlps, gpu):
+        with torch.no_grad():
+            ms[0].raw_rate.add_(torch.tensor([0.4, -0.4], device=ms[0].raw_rate.device))
+    assert update_widths(gpu) and update_widths(mlps)  # the GPU list takes the one-read path by default
+    assert [m.widths() for m in gpu] == [m.widths() for m in mlps]
+
+
 def test_adaptive_mlps_walks_in_the_order_of_modules_once_each():
     """The plain walk of adaptive_mlps finds what ``modules()`` finds, in its order: nested
     containers, a shared MLP listed once, an MLP holding another module, a subclass."""

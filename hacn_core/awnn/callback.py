@@ -52,10 +52,8 @@ class WidthCallback(Callback):
         self._set_prior(state)
 
     def on_step_end(self, state: TrainState) -> None:
-        mlps = self._mlps if self._mlps is not None else adaptive_mlps(state.model)
-        opt = state.optimizer
-        for m in mlps:  # update_widths without the walk over the modules
-            m.update_width(opt)
+        # update_widths without the walk over the modules (one host read of the rates on a GPU)
+        update_widths(self._mlps if self._mlps is not None else adaptive_mlps(state.model), state.optimizer)
         if self.schedule is not None:
             self._set_prior(state)
 

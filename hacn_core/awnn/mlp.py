@@ -329,13 +329,19 @@ class AdaptiveMLP(nn.Module):
         """Current widths ``[D_1, ..., D_L]`` of the hidden layers (log these for Figs. 3-5)."""
         return [lin.__dict__["out_features"] for lin in self._hidden]
 
-    def target_widths(self) -> list[int]:
-        """Quantile widths of the current rates (Eq. 11): what :meth:`update_width` sets."""
+    def target_widths(self, raw_rates: Sequence[float] | None = None) -> list[int]:
+        """Quantile widths of the current rates (Eq. 11): what :meth:`update_width` sets.
+
+        ``raw_rates``: the values of ``raw_rate`` already on the host (:func:`update_widths`
+        reads those of all MLPs of a GPU model in one transfer); by default they are read here.
+        """
         cfg = self.config
         k, cap = cfg.k, cfg.max_width
         c = -math.log1p(-k)
         out = []
-        for r in self._parameters["raw_rate"].tolist():  # not self.raw_rate: nn.Module.__getattr__ is slow
+        if raw_rates is None:
+            raw_rates = self._parameters["raw_rate"].tolist()  # not self.raw_rate: Module.__getattr__ is slow
+        for r in raw_rates:
             nu = r + math.log1p(math.exp(-r)) if r > 0 else math.log1p(math.exp(r))  # float_softplus, inline
             ratio = c / nu
             d = math.ceil(ratio)
@@ -360,19 +366,21 @@ class AdaptiveMLP(nn.Module):
         """Remember ``optimizer`` (weakly) so that width updates keep its state in sync."""
         self._optimizer_ref = _no_optimizer if optimizer is None else weakref.ref(optimizer)
 
-    def update_width(self, optimizer: torch.optim.Optimizer | None = None) -> bool:
+    def update_width(self, optimizer: torch.optim.Optimizer | None = None,
+                     raw_rates: Sequence[float] | None = None) -> bool:
         """Algorithm 1, ``update_width``: set every ``D_l`` to the quantile of ``f(.; nu_l)``.
 
         Growing a layer adds rows to ``rho_l`` and columns to ``rho_{l+1}``
         (initialised per ``config.grow_init``); shrinking removes the last (least
         important) ones. Returns whether any width changed; a no-op once
         :meth:`freeze_widths` was called. Pass the optimizer (or attach it) as soon
-        as it holds state, so that its state follows the resize.
+        as it holds state, so that its state follows the resize. ``raw_rates``: as in
+        :meth:`target_widths`.
         """
         d = self.__dict__
         if d["widths_frozen"]:
             return False
-        new = self.target_widths()
+        new = self.target_widths(raw_rates)
         if new == [lin.__dict__["out_features"] for lin in d["_hidden"]]:
             stable = d["_stable_steps"] = d["_stable_steps"] + 1  # plain int: no Module.__setattr__
             if stable == self.config.pack_after:
@@ -550,11 +558,33 @@ def _collect_adaptive(module: nn.Module, found: list[AdaptiveMLP], seen: set[int
             _collect_adaptive(child, found, seen)
 
 
-def update_widths(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> bool:
-    """Algorithm 1 line 5 for every adaptive MLP in ``model`` (a ResNet head, GIN MLPs, FFNs)."""
-    changed = False
-    for m in adaptive_mlps(model):
-        changed |= m.update_width(optimizer)
+def update_widths(model: nn.Module | Sequence[AdaptiveMLP], optimizer: torch.optim.Optimizer | None = None,
+                  *, one_read: bool | None = None) -> bool:
+    """Algorithm 1 line 5 for every adaptive MLP in ``model`` (a ResNet head, GIN MLPs, FFNs), or for
+    the list of MLPs ``model`` (:func:`adaptive_mlps`, found once).
+
+    ``one_read``: read the rates of all MLPs to the host in one transfer instead of one per MLP.
+    By default it does where the rates live off the CPU: on a GPU every read waits for the
+    queued kernels, and a Mixer with 16 adaptive MLPs would wait 16 times per step. The
+    widths it sets are the same either way.
+    """
+    mlps = list(model) if isinstance(model, (list, tuple)) else adaptive_mlps(model)
+    if not mlps:
+        return False
+    if one_read is None:
+        one_read = len(mlps) > 1 and mlps[0]._parameters["raw_rate"].device.type != "cpu"
+    if not one_read:
+        changed = False
+        for m in mlps:
+            changed |= m.update_width(optimizer)
+        return changed
+    with torch.no_grad():
+        values = torch.cat([m._parameters["raw_rate"].reshape(-1) for m in mlps]).tolist()
+    changed, start = False, 0
+    for m in mlps:
+        n = m._parameters["raw_rate"].numel()
+        changed |= m.update_width(optimizer, values[start:start + n])
+        start += n
     return changed
 
 
