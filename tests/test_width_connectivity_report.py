@@ -300,7 +300,8 @@ def test_coverage_budget_and_summary_follow_the_stored_runs():
 
 
 def test_show_formats_columns_by_kind_and_leaves_out_controls_with_no_value():
-    """Parameters as whole numbers, differences and shares saved signed to 0.1, half-widths unsigned, ratios to 0.01; a
+    """Parameters as whole numbers (a time "at learned widths" is not a width), differences and shares saved
+    signed to 0.1, half-widths unsigned, ratios to 0.01; a
     control with no stored pair anywhere is left out and named in the note, an interval of a shown value kept."""
     import re
 
@@ -311,9 +312,10 @@ def test_show_formats_columns_by_kind_and_leaves_out_controls_with_no_value():
                           "Gamma ±95%": [0.0812], "total width": [2177.5], "total width ±95%": [6.44],
                           "vs fixed (points)": [float("nan")], "vs fixed (points) ±95%": [float("nan")],
                           "n": [1], "one seed (points)": [2.0], "one seed (points) ±95%": [float("nan")],
-                          "parameters saved (%)": [6.94]})
+                          "parameters saved (%)": [6.94], "twin at learned widths (ms)": [51.234],
+                          "ms per step": [60.194], "CPU-hours, all runs": [0.6909]})
     html = report.show(frame).data
     cells = re.findall(r'<td class="num">([^<]*)</td>', html)
-    assert cells == ["32,610", "+0.0", "0.1", "1.13", "0.255", "0.081", "2,178", "6", "1", "+2.0", "–", "+6.9"]
+    assert cells == ["32,610", "+0.0", "0.1", "1.13", "0.255", "0.081", "2,178", "6", "1", "+2.0", "–", "+6.9", "51.23", "60.19", "0.69"]
     assert "vs fixed" not in re.sub(r'house-note">[^<]*', "", html)
     assert "Not shown, no value stored yet: vs fixed (points), vs fixed (points) ±95%." in html

@@ -576,8 +576,8 @@ def _q2_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
             d = difference([r.metrics["total_width"] for r in a], [r.metrics["total_width"] for r in b])
             width_verdict[rule] = above(d)
             rows.append(_row(2, label, f"{RULE_LABELS[rule]} learns a larger total width on the harder task",
-                             f"total width {np.mean([r.metrics['total_width'] for r in a]):.0f} against "
-                             f"{np.mean([r.metrics['total_width'] for r in b]):.0f} neurons; difference "
+                             f"total width {np.mean([r.metrics['total_width'] for r in a]):,.0f} against "
+                             f"{np.mean([r.metrics['total_width'] for r in b]):,.0f} neurons; difference "
                              f"{_fmt(d, 'neurons', 0)}", width_verdict[rule]))
         a, b = cells.get((hard, "hacn"), []), cells.get((easy, "hacn"), [])
         if a and b:
@@ -930,7 +930,8 @@ def show(frame, *, caption: str = "", note: str = ""):
 def _column_formats(columns: Sequence[Any]) -> dict[str, str]:
     """The precision each kind of column is shown at, read from its name (an interval column ``"X ±95%"``
     as its value column ``X``): Γ to 0.001, parameters and widths as whole numbers, accuracies and
-    differences in points and shares saved to 0.1 (signed, intervals not), times in ms and ratios to 0.01."""
+    differences in points and shares saved to 0.1 (signed, intervals not), times in ms, CPU-hours and ratios
+    to 0.01."""
     formats = {}
     for col in map(str, columns):
         base, interval = col.removesuffix(" ±95%"), col.endswith(" ±95%")
@@ -938,14 +939,14 @@ def _column_formats(columns: Sequence[Any]) -> dict[str, str]:
             formats[col] = ".3f"
         elif "saved (%)" in base:  # a share saved: negative where learning the width added parameters
             formats[col] = ".1f" if interval else "+.1f"
+        elif base.endswith("(ms)") or base.startswith("ms ") or base.startswith("CPU-hours"):
+            formats[col] = ".2f"  # before "width": "twin at learned widths (ms)" is a time
         elif "parameters" in base or "width" in base:
             formats[col] = ",.0f"
         elif "(points)" in base:
             formats[col] = ".1f" if interval else "+.1f"
         elif base.endswith("(%)"):
             formats[col] = ".1f"
-        elif base.endswith("(ms)"):
-            formats[col] = ".2f"
         elif " / " in base:  # a ratio of two times or widths
             formats[col] = ".2f"
     return formats
