@@ -301,8 +301,8 @@ def test_coverage_budget_and_summary_follow_the_stored_runs():
 
 def test_show_formats_columns_by_kind_and_leaves_out_controls_with_no_value():
     """Parameters as whole numbers (a time "at learned widths" is not a width), differences and shares saved
-    signed to 0.1, half-widths unsigned, ratios to 0.01; a
-    control with no stored pair anywhere is left out and named in the note, an interval of a shown value kept."""
+    signed to 0.1, half-widths unsigned, times and ratios to 0.01; a control with no stored pair anywhere is
+    left out and named in the note, an interval of a shown value kept."""
     import re
 
     import pandas as pd
