@@ -662,7 +662,7 @@ def _q5_rows(results: Sequence[RunResult], points: float = CUT_POINTS) -> list[d
                                   f"(within {points:g} point) with fewer parameters than either cut alone",
                          f"parameters kept: exits alone {100 * np.mean([c['exits only'] for c in cuts]):.0f}%, "
                          f"truncation alone {100 * np.mean([c['widths only'] for c in cuts]):.0f}%, both "
-                         f"{100 * np.mean([c['both'] for c in cuts]):.0f}%; saved beyond the better single cut "
+                         f"{100 * np.mean([c['both'] for c in cuts]):.0f}%; saved beyond each seed's better single cut "
                          f"{_fmt(gain, 'points')}",
                          above(gain)))
     return rows
