@@ -32,7 +32,7 @@ def _config(setting: str, rule: str, seed: int, classes: int = 2, learn: bool = 
 
 
 def _run(config: dict, *, widths=None, gamma: float | None = None, acc: float = 0.9, params: int = 1000,
-         ratio: float = 1.1, seconds: float = 0.01, grid=None) -> RunResult:
+         ratio: float = 1.1, seconds: float = 0.01, grid=None, device: str = "cpu: a test CPU") -> RunResult:
     """A stored run of the study with the fields the report reads; unset ones get plain values."""
     L = config["num_layers"]
     widths = list(widths) if widths is not None else [config["channel_mlp_dim"]] * L
@@ -47,7 +47,8 @@ def _run(config: dict, *, widths=None, gamma: float | None = None, acc: float = 
     curves = {"final_widths": widths, "widths": [start, widths], "total_width": [sum(start), sum(widths)],
               "record_step": [0, 100], "truncation_fractions": fractions, "truncation_accuracy": accuracy,
               "truncation_parameters": parameters}
-    return RunResult(wc.EXPERIMENT_ID, config, config_hash(config), config["seed"], metrics, curves)
+    return RunResult(wc.EXPERIMENT_ID, config, config_hash(config), config["seed"], metrics, curves,
+                     provenance={"device": device})
 
 
 def _row(frame, question: int, task: str, start: str):
@@ -206,9 +207,25 @@ def test_questions3_and_4_pair_each_run_with_its_controls():
                          & frame["claim"].str.startswith("Training with")])  # no frozen Mixer twin stored here
     times = report.time_per_step(runs, controls).set_index("task")
     assert times.loc["SpiralHard", "frozen twin / fixed"] == 1.0
-    assert times.loc["SpiralHard", "training wall, frozen (ms)"] == pytest.approx(10.0)
-    assert times.loc["Fashion-MNIST, 10 classes", "training wall, fixed (ms)"] == pytest.approx(100.0)  # 43 s / 430
+    assert times.loc["SpiralHard", "training clock, learned / frozen"] == pytest.approx(1.2)  # the median
     assert math.isnan(times.loc["Fashion-MNIST, 10 classes", "frozen twin / fixed"])
+    assert not any("fixed (ms)" in c and "training" in c for c in times.columns)  # the controls trained elsewhere
+
+    # a clock compares only runs trained wholly on one and the same device
+    def moved(run, device):
+        return RunResult(run.experiment, run.config, run.config_hash, run.seed, run.metrics, run.curves,
+                         provenance={"device": device})
+
+    first = next(r for r in runs if r.config["setting"] == "stack" and r.config["learn_width"] and r.seed == 0)
+    for device in ("cuda: a GPU; cpu: a test CPU", "cpu: another CPU"):  # resumed elsewhere, or another machine
+        part = report.verdicts([moved(r, device) if r is first else r for r in runs], controls)
+        c2 = estimate([1.2, 1.3])
+        assert f"{c2.mean:.2f} ± {c2.half_width:.2f}× (n=2)" in _row(part, 4, "SpiralHard", "Training with")["ours"]
+    elsewhere = [moved(r, "cpu: another CPU") if r.config["learn_width"] else r for r in runs]
+    assert not len(report.verdicts(elsewhere, controls).query("question == 4 and claim.str.startswith('Training')"))
+    assert math.isnan(report.time_per_step(elsewhere).set_index("task").loc["SpiralHard",
+                                                                             "training clock, learned / frozen"])
+    assert report.training_device(moved(first, "cuda: a GPU; cpu: a test CPU")) is None
 
     fig = report.plot_against_fixed(runs, controls)  # the dots are the table's paired differences
     table = report.against_fixed(runs, controls)
