@@ -573,8 +573,13 @@ def test_the_report_pairs_learning_runs_with_their_frozen_twins_by_seed_and_task
     assert ten["pairs"] == 2 and ten["difference (points)"] == pytest.approx(3.5)  # 3 + s points, s = 0, 1
     assert ten["control acc (%)"] == pytest.approx(77.0) and ten["control parameters"] == 900
     assert ten["learned acc (%)"] == pytest.approx(80.5)  # seeds 0 and 1 only: the seeds with a control
-    html = report.show(table, note=report.CONTROLS_NOTE).data
+    html = report.show(report.against_fixed_part(table, "accuracy"), note=report.CONTROLS_NOTE).data
     assert "<td>frozen-width twin</td>" in html and "<td>fixed-width run</td>" in html
+    halves = [report.against_fixed_part(table, part) for part in ("accuracy", "parameters")]
+    assert set(halves[0].columns) | set(halves[1].columns) == set(table.columns)  # together: the whole table
+    assert "learned parameters" not in halves[0] and "difference (points)" not in halves[1]
+    with pytest.raises(ValueError, match="part='time'.*accuracy"):
+        report.against_fixed_part(table, "time")
     # the twins stay out of questions 1, 2 and 4: one cell per task, counting the learning runs only
     gw = report.gamma_and_width(runs).set_index("task")
     assert gw.loc["SpiralHard", "n"] == 3 and gw.loc["Fashion-MNIST, 2 classes", "n"] == 2

@@ -61,8 +61,9 @@ from hacn_core.hacn.studies import mixer as hm
 
 RULE_LABELS: dict[str, str] = {"resnet": "ResNet", "acn": "ACN", "hacn": "H-ACN"}
 #: what a missing cell means in every table of this module
-MISSING_NOTE = ("no stored run of this cell yet, a single run (no interval), or (training clocks) no pair of runs "
-                "trained wholly on one and the same device")
+MISSING_NOTE = ("no run of this cell stored, or none planned (the Mixer has frozen-width twins for H-ACN only); a "
+                "single run (no interval); or, for training clocks, no pair of runs trained wholly on one and the "
+                "same device")
 #: the two controls of question 3, as :func:`against_fixed` names them and as the book shows them
 CONTROL_LABELS: dict[str, str] = {"frozen": "frozen-width twin", "fixed": "fixed-width run"}
 #: what the two controls of question 3 are (a note for :func:`show` of :func:`against_fixed`)
@@ -255,6 +256,22 @@ def against_fixed(results: Sequence[RunResult], controls: Sequence[RunResult] = 
     order = {rule: i for i, rule in enumerate(STUDY_RULES)}
     rows.sort(key=lambda row: (row["task"], order[row["rule"]], row["control"] != "frozen"))
     return pd.DataFrame(rows)
+
+
+#: the two halves of question 3's table, as the chapter shows them (each with the task, rule and control)
+AGAINST_FIXED_PARTS: dict[str, list[str]] = {
+    "accuracy": ["pairs", "learned acc (%)", "control acc (%)", "difference (points)", "difference (points) ±95%",
+                 "middle exit difference (points)"],
+    "parameters": ["pairs", "learned parameters", "control parameters", "parameters saved (%)"],
+}
+
+
+def against_fixed_part(frame, part: str):
+    """One half of :func:`against_fixed`'s table (:data:`AGAINST_FIXED_PARTS`): ``"accuracy"`` or
+    ``"parameters"``, so that each fits the page beside its panel of :func:`plot_against_fixed`."""
+    if part not in AGAINST_FIXED_PARTS:
+        raise ValueError(f"part={part!r}: must be one of {sorted(AGAINST_FIXED_PARTS)}")
+    return frame[["task", "rule", "control", *AGAINST_FIXED_PARTS[part]]]
 
 
 # ----------------------------------------------------------------------------- 4. time per step
@@ -961,6 +978,7 @@ def _column_formats(columns: Sequence[Any]) -> dict[str, str]:
 
 
 __all__ = [
+    "AGAINST_FIXED_PARTS",
     "CANNOT_TELL",
     "CONTROLS_NOTE",
     "CONTROL_LABELS",
@@ -972,6 +990,7 @@ __all__ = [
     "VERDICT_LABELS",
     "above",
     "against_fixed",
+    "against_fixed_part",
     "budget_table",
     "coverage_table",
     "cut_savings",
