@@ -24,6 +24,10 @@ def test_values_are_formatted_the_house_way():
     assert format_value(0.000123456) == "0.0001235" and format_value(math.inf) == "∞"
     assert format_value(None) == MISSING and format_value(float("nan")) == MISSING
     assert format_value(0.12345, ".2%") == "12.35%" and format_value(2, lambda v: f"d={v}") == "d=2"
+    # a small negative that rounds to zero shows no minus; a real negative keeps it
+    assert [format_value(v, f) for v, f in ((-0.03, "+.1f"), (-0.03, ".1f"), (-0.00001, ".2%"), (-0.4, ".0f"))] == \
+        ["+0.0", "0.0", "0.00%", "0"]
+    assert format_value(-0.06, "+.1f") == "-0.1" and format_value(-10.0, ".0f") == "-10"
 
 
 def test_index_becomes_columns_names_labels_and_formats_apply():

@@ -163,8 +163,13 @@ def _missing(value: Any) -> bool:
         return False
 
 
+#: a formatted number that rounded to zero from below ("-0.0", "-0", "-0.00%")
+_NEGATIVE_ZERO = re.compile(r"^-0(\.0*)?%?$")
+
+
 def format_value(value: Any, fmt: Format | None = None) -> str:
-    """One cell as the house shows it: ``fmt`` (a format spec such as ``".2f"`` or a function) if given;
+    """One cell as the house shows it: ``fmt`` (a format spec such as ``".2f"`` or a function) if given
+    (a value that rounds to zero from below loses its minus: ``-0.03`` at ``"+.1f"`` is ``+0.0``);
     otherwise booleans as yes/no, integers with thousands separators, floats with 4 significant digits
     (integral floats as integers), anything else as its text. A missing value is ``MISSING``."""
     if _missing(value):
@@ -174,7 +179,10 @@ def format_value(value: Any, fmt: Format | None = None) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if fmt is not None:
-        return format(value, fmt)
+        text = format(value, fmt)
+        if _NEGATIVE_ZERO.match(text):  # a small negative rounded to zero: no sign, or "+" where the spec asks
+            text = ("+" if "+" in fmt else "") + text[1:]
+        return text
     if isinstance(value, numbers.Integral):
         return f"{int(value):,}"
     if isinstance(value, numbers.Real):
