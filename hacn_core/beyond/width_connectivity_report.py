@@ -56,7 +56,7 @@ from hacn_core.engine import plots
 from hacn_core.engine.registry import Experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult, config_hash, study_config
 from hacn_core.engine.stats import Estimate, difference, estimate
-from hacn_core.engine.tables import house_table
+from hacn_core.engine.tables import format_value, house_table
 from hacn_core.hacn.studies import mixer as hm
 
 RULE_LABELS: dict[str, str] = {"resnet": "ResNet", "acn": "ACN", "hacn": "H-ACN"}
@@ -494,7 +494,7 @@ def above(est: Estimate, threshold: float = 0.0) -> bool | None:
 
 def _fmt(est: Estimate, unit: str = "", digits: int = 1, signed: bool = True) -> str:
     """``+x ± w unit (n=k)``, or ``+x unit (n=1, no interval)``."""
-    value = f"{est.mean:{'+' if signed else ''}.{digits}f}"
+    value = format_value(est.mean, f"{'+' if signed else ''}.{digits}f")  # -0.03 is +0.0, as in the tables
     unit = unit if unit in ("", "%", "×") else f" {unit}"  # 2.5%, 1.10×, 3 points
     if not math.isfinite(est.half_width):
         return f"{value}{unit} (n={est.n}, no interval)"
