@@ -843,8 +843,9 @@ def plot_gamma_and_width(results: Sequence[RunResult]):
     return fig
 
 
-def _row_labels(frame) -> list[str]:
-    return [f"{t} · {RULE_LABELS[r]}" for t, r in zip(frame["task"], frame["rule"])]
+def _row_labels(cells) -> list[str]:
+    """Axis labels ``"task · Rule"`` of ``(task, rule)`` pairs."""
+    return [f"{t} · {RULE_LABELS[r]}" for t, r in cells]
 
 
 def plot_against_fixed(results: Sequence[RunResult], controls: Sequence[RunResult] = ()):
@@ -871,7 +872,7 @@ def plot_against_fixed(results: Sequence[RunResult], controls: Sequence[RunResul
     ax_a.axvline(0, color=_START, linewidth=0.8)
     ax_a.axvspan(-NO_COST_POINTS, 0, color=_START, alpha=0.1, linewidth=0)
     ax_b.axvline(0, color=_START, linewidth=0.8)
-    ax_a.set_yticks(np.arange(len(cells)), [f"{t} · {RULE_LABELS[r]}" for t, r in cells])
+    ax_a.set_yticks(np.arange(len(cells)), _row_labels(cells))
     ax_a.invert_yaxis()
     ax_a.set_xlabel("accuracy, learned − control (points)")
     ax_b.set_xlabel("parameters saved (%)")
@@ -892,7 +893,7 @@ def plot_time_per_step(results: Sequence[RunResult]):
     y = np.arange(len(frame))
     for k, (column, label) in enumerate(series.items()):
         ax.barh(y + (k - 1) * 0.27, frame[column].to_numpy(float), height=0.27, color=colour[column], label=label)
-    ax.set_yticks(y, _row_labels(frame))
+    ax.set_yticks(y, _row_labels(zip(frame["task"], frame["rule"])))
     ax.invert_yaxis()
     ax.set_xlabel("CPU ms per optimizer step (one thread)")
     plots.legend(ax, outside="below")
@@ -1004,12 +1005,12 @@ __all__ = [
     "paired_controls",
     "paired_frozen",
     "plot_against_fixed",
-    "same_device",
     "plot_gamma_and_width",
     "plot_time_per_step",
     "plot_truncation_grid",
     "plot_width_by_depth",
     "plot_width_over_training",
+    "same_device",
     "show",
     "show_verdicts",
     "steps_per_run",
