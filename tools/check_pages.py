@@ -32,6 +32,10 @@ The rules (ids as printed):
 Only the page's article (``<article class="bd-article">`` of the book theme, else ``<main>``, else
 the body) is read, so the theme's navigation and search are not checked. The parser is the standard
 library's :class:`html.parser.HTMLParser`, building a small tree; no third-party package is needed.
+
+Widths exist only once a browser has laid a page out: ``tools/check_layout.py`` (run after this check by
+``make book-build``) opens each page in headless Chromium at 1400 px and fails on a table or figure
+wider than its column, or a clipped table cell.
 """
 
 from __future__ import annotations

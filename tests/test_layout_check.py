@@ -1,0 +1,103 @@
+"""tools/check_layout.py: in headless Chromium, a planted over-wide table, an over-wide figure and a
+clipped cell fail the check; a page whose tables and figures fit passes it.
+
+The pages are tiny HTML files written here (no book build needed), with the theme's
+``<article class="bd-article">`` as the column. Skipped where Debian's ``chromium`` or Playwright is
+missing (CI installs both: ``.ci/run`` and requirements.txt).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("check_layout", ROOT / "tools" / "check_layout.py")
+check_layout = importlib.util.module_from_spec(_spec)
+sys.modules["check_layout"] = check_layout  # dataclasses look the module up by name
+_spec.loader.exec_module(check_layout)
+
+BROWSER = check_layout.find_browser()
+pytestmark = [
+    pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install chromium; .ci/run installs it)"),
+    pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
+                       reason="Playwright for Python is not installed (requirements.txt)"),
+]
+
+COLUMN = 600  # px: the article's content box in every page below (padding outside it)
+LONG = "A" * 120  # one unbreakable word, about 1,200 px wide at the default font
+
+
+def page(body: str) -> str:
+    return ('<html><head><title>t</title></head><body style="margin:0"><nav style="width:200px"></nav>'
+            f'<main><article class="bd-article" style="width:{COLUMN}px;padding:0 30px">'
+            f'<section id="sec">{body}</section></article></main></body></html>')
+
+
+PAGES = {
+    # a table wider than the column, inside a horizontally scrolling wrapper: it still counts
+    "wide.html": f'<div style="overflow-x:auto"><table class="house"><tr><th>item</th></tr>'
+                 f'<tr><td style="white-space:nowrap">{LONG}</td></tr></table></div>',
+    # an inline SVG figure wider than the column
+    "figure.html": '<svg width="900" height="40"><title>a wide plot</title><rect width="900" height="40"/></svg>',
+    # a header cut to an ellipsis in a fixed-layout table that fits the column
+    "clipped.html": '<table style="table-layout:fixed;width:300px"><tr><th style="width:60px;overflow:hidden;'
+                    'text-overflow:ellipsis;white-space:nowrap">parameters of the model</th><td>1</td></tr></table>',
+    # everything fits: a header that wraps, a figure narrower than the column, a table behind a click
+    "clean/ok.html": '<table><tr><th>a long header that wraps at its spaces</th><th>n</th></tr>'
+                     '<tr><td>H-ACN</td><td>3</td></tr></table>'
+                     '<svg width="500" height="40"><title>a plot that fits</title></svg>'
+                     f'<details><summary>details</summary><table style="width:{COLUMN}px"><tr><td>x</td></tr>'
+                     '</table></details>',
+}
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("html")
+    for name, body in PAGES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(page(body))
+    (root / "search.html").write_text(page(PAGES["wide.html"]))  # the theme's pages are not read
+    return root
+
+
+def test_over_wide_table_and_figure_and_clipped_cell_fail_and_clean_page_passes(book):
+    problems = check_layout.check_book(book, BROWSER)
+    by_page = {p.page: p for p in problems}
+    assert sorted(by_page) == ["clipped.html", "figure.html", "wide.html"], problems
+    wide, figure, clipped = by_page["wide.html"], by_page["figure.html"], by_page["clipped.html"]
+    assert wide.rule == "wide-table" and wide.column == COLUMN and wide.width > 1000
+    assert wide.section == "sec" and "table.house" in wide.element and "first cell 'item'" in wide.element
+    assert figure.rule == "wide-figure" and figure.width == 900 and "a wide plot" in figure.element
+    assert clipped.rule == "clipped-cell" and "parameters of the model" in clipped.element
+    assert str(wide) == f"wide.html: [wide-table] #sec {wide.element}: {wide.width} px wide, column {COLUMN} px"
+
+
+def test_the_column_is_measured_at_the_window_width(tmp_path):
+    # a column that is 90% of the window: an 800 px table fits at 1400 px, not at 800 px
+    (tmp_path / "p.html").write_text(
+        '<html><body style="margin:0"><article class="bd-article" style="width:90%">'
+        '<table style="width:800px"><tr><td>x</td></tr></table></article></body></html>')
+    pages = [tmp_path / "p.html"]
+    assert check_layout.check_pages_in_browser(tmp_path, pages, BROWSER, width=1400) == []
+    [narrow] = check_layout.check_pages_in_browser(tmp_path, pages, BROWSER, width=800)
+    assert (narrow.rule, narrow.width, narrow.column) == ("wide-table", 800, 720)
+
+
+def test_cli_lists_page_element_and_widths_and_sets_the_exit_status(book, tmp_path):
+    cmd = [sys.executable, str(ROOT / "tools" / "check_layout.py"), "--browser", BROWSER]
+    failed = subprocess.run([*cmd, str(book)], capture_output=True, text=True)
+    assert failed.returncode == 1, failed.stderr
+    assert "wide.html:" in failed.stdout and f"px wide, column {COLUMN} px" in failed.stdout
+    assert "3 problems: wide-table 1, wide-figure 1, clipped-cell 1" in failed.stdout
+    passed = subprocess.run([*cmd, str(book / "clean")], capture_output=True, text=True)
+    assert passed.returncode == 0 and "1 pages at 1400 px, every table and figure fits" in passed.stdout
+    empty = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True)
+    assert empty.returncode == 2 and "no built pages" in empty.stderr and "Traceback" not in empty.stderr
+    missing = subprocess.run([*cmd[:-1], "/nonexistent/chromium", str(book)], capture_output=True, text=True)
+    assert missing.returncode == 2 and "no Chromium found" in missing.stderr and "Traceback" not in missing.stderr

@@ -1,0 +1,234 @@
+"""Open every built page of the book in headless Chromium and list what does not fit its column.
+
+Usage: ``python tools/check_layout.py _build/html`` (``make book-build`` runs it after
+``tools/check_pages.py``). Exit status 0 when every page fits, 1 when a page has a problem (each
+listed as page, rule, section, element and widths), 2 when it cannot run: no built pages, no
+Chromium, or no Playwright.
+
+``tools/check_pages.py`` reads a page's HTML; widths only exist once a browser has laid the page out,
+so this check loads each page at a reader's window width (1400 px by default) in Debian's ``chromium``,
+driven by Playwright for Python (its own browser download is not needed: the system browser is
+launched through ``executable_path``), and measures:
+
+``wide-table``   a ``<table>`` wider than the content column (the content box of the theme's
+                 ``<article class="bd-article">``, else ``<main>``, else the body), or reaching past
+                 its right edge. A table inside a horizontally scrolling wrapper counts too: a reader
+                 does not see its right-hand columns.
+``wide-figure``  an ``<img>`` or an (outermost) inline ``<svg>`` wider than the column, or past it.
+``clipped-cell`` a table cell, or an element inside one, whose text is cut: ``scrollWidth`` larger
+                 than ``clientWidth`` where it hides its overflow (``overflow: hidden``/``clip``) or
+                 ends it in an ellipsis (``text-overflow: ellipsis``).
+
+Closed ``<details>`` are opened first (what is one click away must fit too); an element that is not
+displayed (an inactive tab) has no width and is skipped. A width may exceed the column by
+:data:`TOLERANCE_PX` (sub-pixel rounding).
+
+The browser is ``--browser``, else ``$HACN_CHROMIUM``, else the first of ``chromium``,
+``chromium-browser``, ``google-chrome`` on the ``PATH``. ``--screenshots DIR`` also saves a full-page
+PNG of each page (``DIR/<page>.png``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import itertools
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_pages import book_pages  # noqa: E402  (the same pages as the HTML check)
+
+RULES = ("wide-table", "wide-figure", "clipped-cell")
+WIDTH_PX = 1400
+HEIGHT_PX = 1000
+TOLERANCE_PX = 1.0
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+# Runs in the page: returns the column's box and one record per element that breaks a rule.
+# Widths are CSS pixels; a table's width is the larger of its box and its scrollWidth (content that
+# spills out of a fixed-width table counts).
+MEASURE_JS = r"""
+(tolerance) => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main')
+                  || document.body;
+  for (const d of article.querySelectorAll('details:not([open])')) d.open = true;
+  const cs = getComputedStyle(article);
+  const box = article.getBoundingClientRect();
+  const left = box.left + article.clientLeft + parseFloat(cs.paddingLeft);
+  const width = article.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  const right = left + width;
+  const sectionOf = (el) => { const s = el.closest('section[id]'); return s ? s.id : ''; };
+  const text = (el) => (el.textContent || '').replace(/\s+/g, ' ').trim().slice(0, 60);
+  const describe = (el) => {
+    if (el.tagName === 'TABLE') {
+      const cls = el.className ? '.' + String(el.className).trim().split(/\s+/).join('.') : '';
+      const head = el.querySelector('th') || el.querySelector('td');
+      return `table${cls} (first cell '${head ? text(head) : ''}', ${el.rows.length} rows)`;
+    }
+    if (el.tagName === 'IMG') return `img alt='${(el.getAttribute('alt') || '').slice(0, 60)}'`;
+    const title = el.querySelector('title');
+    return `svg '${title ? text(title) : (el.getAttribute('aria-label') || '')}'`;
+  };
+  const found = [];
+  const elements = [...article.querySelectorAll('table, img, svg')]
+    .filter((el) => !(el.tagName.toLowerCase() === 'svg' && el.parentElement.closest('svg')));
+  for (const el of elements) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;  // not displayed
+    const isTable = el.tagName === 'TABLE';
+    const w = isTable ? Math.max(r.width, el.scrollWidth) : r.width;
+    const overhang = r.left + w - right;
+    if (w > width + tolerance || overhang > tolerance) {
+      found.push({rule: isTable ? 'wide-table' : 'wide-figure', section: sectionOf(el),
+                  element: describe(el), width: Math.round(w), overhang: Math.round(overhang)});
+    }
+  }
+  for (const cell of article.querySelectorAll('td, th')) {
+    for (const el of [cell, ...cell.querySelectorAll('*')]) {
+      const s = getComputedStyle(el);
+      const hides = ['hidden', 'clip'].includes(s.overflowX) || s.textOverflow === 'ellipsis';
+      if (hides && el.clientWidth > 0 && el.scrollWidth > el.clientWidth + tolerance) {
+        found.push({rule: 'clipped-cell', section: sectionOf(cell),
+                    element: `${cell.tagName.toLowerCase()} '${text(cell)}'`,
+                    width: el.scrollWidth, shown: el.clientWidth});
+        break;
+      }
+    }
+  }
+  return {column: Math.round(width), found};
+}
+"""
+
+# MathJax typesets after load and can change the layout: wait for it where a page loads it.
+MATHJAX_JS = "() => (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise.then(() => true) : true"
+
+
+@dataclass(frozen=True)
+class LayoutProblem:
+    """One element that does not fit: page, rule (one of :data:`RULES`), section, element and widths."""
+
+    page: str
+    rule: str
+    section: str
+    element: str
+    width: int
+    column: int
+    detail: str
+
+    def line(self) -> str:
+        """What is wrong, without the page: ``[rule] #section element: widths``."""
+        where = f" #{self.section}" if self.section else ""
+        return f"[{self.rule}]{where} {self.element}: {self.detail}"
+
+    def __str__(self) -> str:
+        return f"{self.page}: {self.line()}"
+
+
+def _problem(page: str, column: int, found: dict) -> LayoutProblem:
+    if found["rule"] == "clipped-cell":
+        detail = f"text {found['width']} px wide shown in {found['shown']} px"
+    elif found["width"] > column:
+        detail = f"{found['width']} px wide, column {column} px"
+    else:
+        detail = f"{found['width']} px wide, reaches {found['overhang']} px past the column ({column} px)"
+    return LayoutProblem(page, found["rule"], found["section"], found["element"], found["width"], column, detail)
+
+
+def find_browser(explicit: str | None = None) -> str | None:
+    """The Chromium to drive: ``explicit``, else ``$HACN_CHROMIUM``, else the first of :data:`BROWSERS` found."""
+    for candidate in (explicit, os.environ.get("HACN_CHROMIUM")):
+        if candidate:
+            return candidate if Path(candidate).is_file() else shutil.which(candidate)
+    return next((found for name in BROWSERS if (found := shutil.which(name))), None)
+
+
+def check_pages_in_browser(html_dir: str | Path, pages: list[Path], browser: str, *, width: int = WIDTH_PX,
+                           screenshots: Path | None = None) -> list[LayoutProblem]:
+    """Load each of ``pages`` (files under ``html_dir``) at ``width`` px and measure it (:data:`MEASURE_JS`)."""
+    from playwright.sync_api import sync_playwright
+
+    html_dir = Path(html_dir)
+    problems: list[LayoutProblem] = []
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=browser, headless=True,
+                                      args=["--no-sandbox", "--disable-gpu"])
+        try:
+            tab = chromium.new_page(viewport={"width": width, "height": HEIGHT_PX}, device_scale_factor=1)
+            for path in pages:
+                name = str(path.relative_to(html_dir))
+                tab.goto(path.resolve().as_uri(), wait_until="load")
+                tab.evaluate(MATHJAX_JS)
+                measured = tab.evaluate(MEASURE_JS, TOLERANCE_PX)
+                problems += [_problem(name, measured["column"], found) for found in measured["found"]]
+                if screenshots is not None:
+                    png = screenshots / Path(name).with_suffix(".png")
+                    png.parent.mkdir(parents=True, exist_ok=True)
+                    tab.screenshot(path=str(png), full_page=True)
+        finally:
+            chromium.close()
+    return problems
+
+
+def check_book(html_dir: str | Path, browser: str, *, width: int = WIDTH_PX,
+               screenshots: Path | None = None) -> list[LayoutProblem]:
+    """Every rule on every content page of a built book (the pages ``check_pages.book_pages`` reads)."""
+    return check_pages_in_browser(html_dir, book_pages(html_dir), browser, width=width, screenshots=screenshots)
+
+
+def report(problems: list[LayoutProblem]) -> str:
+    """The problems grouped by page (the page, then one indented line each) and a count per rule."""
+    ordered = sorted(problems, key=lambda p: (p.page, RULES.index(p.rule)))
+    lines: list[str] = []
+    for page, group in itertools.groupby(ordered, key=lambda p: p.page):
+        lines += [f"{page}:", *(f"  {p.line()}" for p in group)]
+    counts = collections.Counter(p.rule for p in problems)
+    lines.append(f"{len(problems)} problems: " + ", ".join(f"{r} {counts[r]}" for r in RULES if counts[r]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("html_dir", help="the built book, e.g. _build/html")
+    parser.add_argument("--width", type=int, default=WIDTH_PX, help=f"window width in px (default {WIDTH_PX})")
+    parser.add_argument("--browser", help="the Chromium executable (default: $HACN_CHROMIUM, else chromium on PATH)")
+    parser.add_argument("--screenshots", type=Path, help="also save a full-page PNG of each page under this folder")
+    args = parser.parse_args(argv)
+    if args.width < 320:
+        parser.error(f"--width must be at least 320 px, got {args.width}")
+    pages = book_pages(args.html_dir)
+    if not pages:
+        print(f"check_layout: no built pages under {args.html_dir} (build the book first: make book)", file=sys.stderr)
+        return 2
+    browser = find_browser(args.browser)
+    if browser is None:
+        where = f"--browser {args.browser}" if args.browser else "chromium on PATH or $HACN_CHROMIUM"
+        print(f"check_layout: no Chromium found ({where}); install Debian's: apt-get install chromium",
+              file=sys.stderr)
+        return 2
+    try:
+        from playwright.sync_api import Error as BrowserError
+    except ImportError:
+        print("check_layout: Playwright for Python is not installed (make env installs requirements.txt)",
+              file=sys.stderr)
+        return 2
+    try:
+        problems = check_book(args.html_dir, browser, width=args.width, screenshots=args.screenshots)
+    except BrowserError as error:  # the browser would not start or a page would not load
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"check_layout: {browser} failed: {first}", file=sys.stderr)
+        return 2
+    if not problems:
+        print(f"check_layout: {len(pages)} pages at {args.width} px, every table and figure fits its column")
+        return 0
+    print(report(problems))
+    print(f"check_layout: {len({p.page for p in problems})} of {len(pages)} pages at {args.width} px do not fit",
+          file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
