@@ -21,6 +21,7 @@ rule                   one layer                                                
 ``hacn_code_mixer``    public Mixer code: ``x_i = c + a_i (t + x)``, ``s += c + a_i t``  sum
 ``hacn_code_vit``      public ViT code: ``x' = x + t``, ``x_i = c + a_i x'``, ``s += c``  sum
 ``hacn_code_gpt``      public GPT code: ``x_i = f_i(x) + (1 - a_i) x``, ``s`` as ACN  sum
+``hacn_split_gain``    ``x_i = c + b_i t + a_i x_{i-1}``, ``s += c + b_i t``           sum
 ``rezero``             ``x_i = x_{i-1} + a_i f_i(x_{i-1})``, ``a_i`` init 0          stream
 ``laurel``             ``x_i = a_i f_i(x_{i-1}) + b_i x_{i-1}``, init 1, 1           stream
 ``denseformer``        ``X_i = B_i(Y_{i-1})``, ``Y_i = sum_{j<=i} w_ij X_j``          ``Y_i``
@@ -36,6 +37,14 @@ evaluated at ``x + t``), so their blocks must provide ``parts(x) -> (t, c)``;
 with ``f = t + c`` the paper's ``hacn`` adds both parts to the sum and to the
 stream unscaled. ``hacn_code_gpt`` parametrises the residual weight as
 ``1 - a_i`` with ``a_i`` initialised near 1, so training starts as an ACN.
+
+``hacn_split_gain`` separates the two jobs the Mixer code gives ``a_i``: the
+token-mixing output gets its own trainable gain ``b_i`` (in the stream and in the
+sum), and ``a_i`` keeps only the residual path. ``b_i`` starts equal to ``a_i``, so
+at initialisation it *is* ``hacn_code_mixer``; with ``b_i = 1`` held it is Eq. 2's
+``hacn`` (tested). It is a rule of our own, not the paper's or its code's: the
+mechanism study (:mod:`hacn_core.hacn.studies.mechanism`) uses it to ask which of
+the two jobs makes the code's residual weights learn.
 
 Facts that follow from the equations (tested):
 
@@ -115,14 +124,16 @@ from hacn_core.engine.roles import tag
 PAPER_RULES: tuple[str, ...] = ("plain", "resnet", "acn", "hacn")
 CODE_RULES: tuple[str, ...] = ("hacn_code_mixer", "hacn_code_vit", "hacn_code_gpt")
 BASELINE_RULES: tuple[str, ...] = ("rezero", "laurel", "denseformer", "gated", "gated_plain")
-RULES: tuple[str, ...] = PAPER_RULES + CODE_RULES + BASELINE_RULES
+#: rules of our own that take the code's rules apart (module docstring)
+MECHANISM_RULES: tuple[str, ...] = ("hacn_split_gain",)
+RULES: tuple[str, ...] = PAPER_RULES + CODE_RULES + BASELINE_RULES + MECHANISM_RULES
 
 #: rules with one residual weight ``a_i`` per layer, initialised by ``AlphaInit``
-ALPHA_RULES: tuple[str, ...] = ("hacn",) + CODE_RULES
+ALPHA_RULES: tuple[str, ...] = ("hacn",) + CODE_RULES + MECHANISM_RULES
 #: rules whose blocks must provide ``parts(x) -> (t, c)``
-TWO_PART_RULES: tuple[str, ...] = ("hacn_code_mixer", "hacn_code_vit")
+TWO_PART_RULES: tuple[str, ...] = ("hacn_code_mixer", "hacn_code_vit", "hacn_split_gain")
 #: rules whose output (and exits) is the running sum of layer outputs
-SUM_RULES: tuple[str, ...] = ("acn", "hacn") + CODE_RULES
+SUM_RULES: tuple[str, ...] = ("acn", "hacn") + CODE_RULES + MECHANISM_RULES
 #: ACN family: the rules footnote 3 pairs with Depth-adaptive LayerNorm
 ACN_FAMILY: tuple[str, ...] = SUM_RULES
 
@@ -213,6 +224,7 @@ DEFAULT_ALPHA_INIT: dict[str, AlphaInit] = {
     "hacn_code_mixer": AlphaInit(),
     "hacn_code_vit": AlphaInit(mu=0.5),
     "hacn_code_gpt": AlphaInit(mu=1.0),  # gate 1 - a_i starts near 0: an ACN
+    "hacn_split_gain": AlphaInit(),  # and b_i = a_i: the Mixer code's rule at initialisation
 }
 
 
@@ -423,7 +435,10 @@ class ResidualStack(nn.Module):
         self.alpha_init = as_alpha_init(alpha_init, rule) if rule in ALPHA_RULES else None
 
         if rule in ALPHA_RULES:
-            self._add_scalars("alpha", init_alphas(n, self.alpha_init, generator), "mixing")
+            alphas = init_alphas(n, self.alpha_init, generator)
+            self._add_scalars("alpha", alphas, "mixing")
+            if rule == "hacn_split_gain":  # the token-mixing gain b_i starts at a_i: the code's rule
+                self._add_scalars("beta", alphas, "mixing")
         elif rule == "rezero":
             self._add_scalars("alpha", torch.zeros(n), "mixing")
         elif rule == "laurel":
@@ -455,12 +470,12 @@ class ResidualStack(nn.Module):
     def residual_weights(self) -> Tensor:
         """The effective residual weights ``a_1..a_L`` of Eq. 2 (detached, float).
 
-        ``hacn``/``hacn_code_mixer``/``hacn_code_vit``: the ``a_i``; ``hacn_code_gpt``:
+        ``hacn``/``hacn_code_mixer``/``hacn_code_vit``/``hacn_split_gain``: the ``a_i``; ``hacn_code_gpt``:
         ``1 - a_i`` (the weight its stream actually uses); ``resnet``: ones;
         ``acn``: zeros. Other rules have no Eq. 2 weights and raise.
         """
         n = len(self.blocks)
-        if self.rule in ("hacn", "hacn_code_mixer", "hacn_code_vit"):
+        if self.rule in ("hacn", "hacn_code_mixer", "hacn_code_vit", "hacn_split_gain"):
             return torch.stack([a.detach() for a in self.alpha]).float() if self.trainable else self.alpha.float()
         if self.rule == "hacn_code_gpt":
             raw = torch.stack([a.detach() for a in self.alpha]) if self.trainable else self.alpha
@@ -471,7 +486,7 @@ class ResidualStack(nn.Module):
             return torch.zeros(n)
         raise ValueError(
             f"rule={self.rule!r} has no Eq. 2 residual weights; residual_weights() is defined for "
-            "resnet, acn, hacn, hacn_code_mixer, hacn_code_vit, hacn_code_gpt"
+            "resnet, acn, hacn, hacn_code_mixer, hacn_code_vit, hacn_code_gpt, hacn_split_gain"
         )
 
     # -- forward ------------------------------------------------------------
@@ -584,6 +599,12 @@ class ResidualStack(nn.Module):
         a = self._scalar("alpha", i)
         s = s + torch.addcmul(c, a, t)
         return (x if last else torch.addcmul(c, a, t + x)), s
+
+    def _step_hacn_split_gain(self, i, x, s, layer, last):
+        """Split gain: ``s += c + b t``, ``x = c + b t + a x``; ``b`` the token-mixing gain, ``a`` the residual's."""
+        t, c = layer(i, x)
+        bt = torch.addcmul(c, self._scalar("beta", i), t)  # c + b t: this layer's output, in the sum and the stream
+        return (x if last else torch.addcmul(bt, self._scalar("alpha", i), x)), s + bt
 
     def _step_hacn_code_vit(self, i, x, s, layer, last):
         """Public ViT code: attention residual kept (``x' = x + t``); only the MLP output ``c`` is hybrid."""
