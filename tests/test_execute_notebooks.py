@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import nbformat
@@ -35,7 +36,7 @@ def test_the_build_config_is_the_books_but_reads_the_cache(tmp_path):
         {k: v for k, v in book["sphinx"].items() if k != "local_extensions"}
 
 
-def test_executed_notebooks_are_found_in_the_cache_as_the_build_looks_them_up(tmp_path):
+def test_executed_notebooks_are_found_in_the_cache_as_the_build_looks_them_up(tmp_path, capfd):
     """The build (myst-nb's cache mode) matches a notebook by its code: what the script cached must match."""
     from jupyter_cache import get_cache
 
@@ -58,3 +59,5 @@ def test_executed_notebooks_are_found_in_the_cache_as_the_build_looks_them_up(tm
     assert record is not None and executed.cells[0].outputs[0]["text"] == "42\n"
     assert len(cache.list_cache_records()) == 1  # the failing notebook is left for the build to run and report
     assert yaml.safe_load(config.read_text())["execute"]["execute_notebooks"] == "cache"
+    # the kernels' "running over TCP without encryption" warning is not printed (quiet_kernels)
+    assert "without encryption" not in capfd.readouterr().err and "IPYTHONDIR" not in os.environ
