@@ -60,6 +60,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--skip-data", action="store_true", default=False,
                      help=f"skip every test that needs a dataset missing from the data root "
                           f"(the same as {TEST_DATA_ENV}=skip)")
+    parser.addoption("--run-course", action="store_true", default=False,
+                     help="also run the tests marked course: a chapter's course pack installed into a fresh "
+                          "virtual environment and run as a teacher would (minutes per chapter)")
 
 
 def data_mode(config: pytest.Config) -> str:
@@ -78,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["HACN_QUIET"] = "1"
     os.environ.setdefault("MPLBACKEND", "Agg")
     config.addinivalue_line("markers", "data: needs the offline data mirror or a download")
+    config.addinivalue_line("markers", "course: a course pack run from a fresh environment (only with --run-course)")
     config._hacn_data_mode = data_mode(config)  # type: ignore[attr-defined]
 
 
@@ -176,6 +180,10 @@ def _skips_for_data(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--run-course", default=False):
+        for item in items:
+            if item.get_closest_marker("course") is not None:
+                item.add_marker(pytest.mark.skip(reason="a course pack run from a fresh environment: --run-course"))
     if config._hacn_data_mode != "skip":
         return
     from hacn_core.engine.data import data_root

@@ -11,6 +11,7 @@
     python -m hacn_core ledger                    # the reproduction ledger (text)
     python -m hacn_core ledger --format csv > ledger.csv            # or json: for pandas and scripts
     python -m hacn_core fetch MNIST               # download a dataset into the data root
+    python -m hacn_core course hacn_02_mixer ~/course/mixer   # a chapter's course pack (hacn_core/course.py)
 
 ``run`` never trains a configuration twice at once: a run another live process is
 training (its ``run.lock`` beside the checkpoints) is skipped with a line saying so,
@@ -233,6 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                           help="text (default, for reading), csv or json (one row per paper item, for pandas)")
     fetch_p = sub.add_parser("fetch", help="download a dataset into the data root", parents=[debug])
     fetch_p.add_argument("dataset")
+    course_p = sub.add_parser("course", help="write a chapter's course pack: notebook, the stored runs it reads, "
+                                             "exercises, the package's wheel and a README", parents=[debug])
+    course_p.add_argument("chapter", help="a chapter's notebook name, e.g. hacn_02_mixer")
+    course_p.add_argument("dir", help="a new (or empty) folder for the pack")
+    course_p.add_argument("--wheel", default=None, help="ship this hacn_core wheel (default: build one from "
+                                                        "this checkout)")
+    course_p.add_argument("--results", default=None, help="copy runs from here (default: $HACN_RESULTS or results/)")
     args = parser.parse_args(argv)
     try:
         return _command(args)
@@ -317,6 +325,16 @@ def _command(args: argparse.Namespace) -> int:
         except ValueError as err:  # an unknown dataset name (the list of known ones is in the message)
             raise UsageError(str(err)) from err
         print(f"{args.dataset} is in {data_root(path)}")
+        return 0
+    if args.command == "course":
+        from hacn_core.course import CourseError, write_pack
+
+        try:
+            pack = write_pack(args.chapter, args.dir, wheel=args.wheel, results=args.results)
+        except CourseError as err:
+            raise UsageError(str(err)) from err
+        print(f"{pack.chapter}: {pack.runs} stored runs of {len(pack.experiments)} experiment(s), the notebook, "
+              f"its exercises and {pack.wheel} in {pack.folder} (its README.md says how to run it)")
         return 0
     return 2  # pragma: no cover
 
