@@ -174,6 +174,16 @@ def test_length_normalisation_changes_the_winner():
     assert acc == {"tokens": 0.5, "none": 0.0, "chars": 1.0}
 
 
+def test_per_character_ranking_leaves_out_the_leading_space_as_lm_evaluation_harness_does():
+    logp = torch.log_softmax(LOGITS, -1)
+    b, ccc = float(logp[0, 1]), float(logp[0, 2] + 2 * logp[2, 2])
+    assert ccc / 3 > b / 1 and b / 2 > ccc / 4  # without the space "ccc" wins; counting it, " b" would
+    item = tx.ClozeItem("a", (" b", " ccc"), 1)
+    acc = tx.choice_accuracies(bigram, [item], {"a": [0], " b": [1], " ccc": [2, 2, 2]}.__getitem__)
+    assert acc["chars"] == 1.0
+    assert [tx.continuation_chars(e) for e in (" b", " ccc", "ccc", " ")] == [1, 3, 3, 1]
+
+
 def test_noise_at_zero_is_the_identity(tmp_path):
     write_benchmarks(tmp_path)
     for name in zs.BENCHMARKS:

@@ -320,6 +320,15 @@ def noisy_item(item: ClozeItem, p: float, rng: RngLike, ops: Sequence[str] = PAP
 
 #: how :func:`choice_accuracies` ranks the endings: log-likelihood per token, summed, per character
 ACCURACY_NORMALIZATIONS: tuple[str, ...] = ("tokens", "none", "chars")
+#: what lm-evaluation-harness puts between a context and a continuation (its ``target_delimiter``)
+TARGET_DELIMITER = " "
+
+
+def continuation_chars(ending: str) -> int:
+    """The characters ``acc_norm`` divides an ending's log-likelihood by: the ending without its leading
+    :data:`TARGET_DELIMITER`. lm-evaluation-harness scores ``target_delimiter + choice`` and divides by
+    ``len(choice)``; our endings carry that space, so it is left out of the count (at least 1)."""
+    return max(len(ending.removeprefix(TARGET_DELIMITER)), 1)
 
 
 def choice_accuracies(
@@ -337,7 +346,8 @@ def choice_accuracies(
     One forward pass per item (:func:`score_endings` with ``normalize="none"``) gives the summed
     log-likelihood ``S_k`` of each ending; ``"tokens"`` ranks by ``S_k / n_tokens(e_k)`` (the
     length-normalised score of :func:`score_endings`), ``"none"`` by ``S_k``, ``"chars"`` by
-    ``S_k / len(e_k)`` in characters (the ``acc_norm`` of common zero-shot harnesses). Ties go to the
+    ``S_k / len(e_k)`` in characters without the leading space (:func:`continuation_chars`: the ``acc_norm`` of
+    lm-evaluation-harness, which does not count its target delimiter). Ties go to the
     first ending (``argmax``). ``encode`` maps a string to token ids. With ``noise_p > 0`` each item is
     corrupted by :func:`noisy_item` (context and every ending), inserting characters of ``alphabet``,
     from one generator seeded by ``seed``.
@@ -355,7 +365,7 @@ def choice_accuracies(
         ranked = {
             "tokens": total / torch.tensor([float(len(e)) for e in endings], dtype=torch.float64),
             "none": total,
-            "chars": total / torch.tensor([float(len(e)) for e in item.endings], dtype=torch.float64),
+            "chars": total / torch.tensor([float(continuation_chars(e)) for e in item.endings], dtype=torch.float64),
         }
         for name, score in ranked.items():
             correct[name] += int(score.argmax()) == item.label
@@ -385,6 +395,7 @@ def multiple_choice_accuracy(
 
 __all__ = [
     "ACCURACY_NORMALIZATIONS",
+    "TARGET_DELIMITER",
     "NOISE_OPS",
     "NORMALIZATIONS",
     "PAPER_NOISE_OPS",
@@ -394,6 +405,7 @@ __all__ = [
     "char_noise",
     "char_noise_with_log",
     "choice_accuracies",
+    "continuation_chars",
     "get_batch",
     "multiple_choice_accuracy",
     "noisy_item",

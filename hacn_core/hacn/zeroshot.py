@@ -16,8 +16,13 @@ Scoring
     The primary ranking divides by the ending's length in tokens (the
     length-normalised score of the offline cloze); the same forward pass also
     gives the unnormalised sum and the per-character normalisation (the
-    ``acc_norm`` of common harnesses), which are stored beside it: the paper
-    does not say which one it reports.
+    ``acc_norm`` of lm-evaluation-harness), which are stored beside it: the paper
+    does not say which one it reports. The per-character score divides by the
+    length of the ending *without* its leading space, as the harness does: it
+    scores ``" " + choice`` (its ``target_delimiter``) but divides by
+    ``len(choice)`` (:func:`hacn_core.hacn.text.continuation_chars`). Counting the
+    space too favours short endings, and changes the pick where endings of different
+    lengths score closely (``tests/test_zeroshot.py`` has such an item).
 
 Noise
     The paper does not say which part of an item the noise hits; as in the

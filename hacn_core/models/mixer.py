@@ -45,6 +45,12 @@ starting at ``channel_mlp_dim`` / ``token_mlp_dim``) or ``gated`` (the MLP
 times a Residual Gates scalar ``g(k)``). ``MLPMixer(rule="hacn",
 mlp="adaptive")`` is an H-ACN Mixer whose channel MLPs learn their width.
 
+LayerNorm epsilon: every norm here (the sub-layers', Depth-adaptive LayerNorm's
+and the head's) uses PyTorch's default ``eps = 1e-5``, where the reference Mixer
+(Tolstikhin et al.'s Flax code, whose ``nn.LayerNorm`` defaults to ``1e-6``) uses
+``1e-6``. We keep ``1e-5``: the stored results were trained with it, and the
+difference only matters for features whose variance is near ``1e-5``.
+
 :class:`DenseMixer` is Fig. 7's DenseNet-style mixer: concatenation instead of
 addition, 10 layers with a parameter count comparable to the 16-layer Mixer
 (footnote 12).

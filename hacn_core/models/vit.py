@@ -23,6 +23,10 @@ head (final norm, mean over patches, linear) to every exit of one pass, shape
 MLP kinds (:mod:`hacn_core.models.mlp`): ``mlp="fixed"`` (GELU MLP, default),
 ``"adaptive"`` (AWNN) or ``"gated"``.
 
+LayerNorm epsilon: PyTorch's default ``eps = 1e-5`` in every norm, where
+big_vision's simple ViT (Flax ``nn.LayerNorm``) uses ``1e-6``; kept, since the
+stored results were trained with it.
+
 Initialisation (big_vision's simple ViT): linear maps Xavier-uniform, biases 0;
 the head zero (``zero_head=True``; every exit then predicts uniform logits until
 the head has trained, so tests of the exits use ``zero_head=False``).
