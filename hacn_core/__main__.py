@@ -17,6 +17,10 @@
 training (its ``run.lock`` beside the checkpoints) is skipped with a line saying so,
 so two background workers started on the same experiment share its runs, and a
 worker started again after an interruption resumes each run from its checkpoint.
+A run paused under other ``--threads`` (or ``$HACN_PRECISION``, or ranks: all part of
+its hash) is skipped too, with the flags that resume it. ``run`` then exits with
+status 75 (EX_TEMPFAIL) after the others, so that a script can tell it from a run
+whose every configuration is stored.
 
 ``run --dry-run`` stores nothing. For every group of configurations that build the
 same model on the same input shape it builds the study's model, takes one training
@@ -30,19 +34,23 @@ epoch) and an estimate of GPU-hours on an assumption it prints
 
 ``--where KEY=VALUE`` reads each value as JSON when it can (``depth=50`` is a number,
 ``rate_init=0.001`` too, ``removal=true`` a boolean, ``rule=null`` None) and as a string
-otherwise (``dataset=Spiral``; ``depth='"50"'`` forces the string "50"). A key the
-configurations lack, a value outside their grid, or entries that never occur together
-stop the command with the keys or values the grid has.
+otherwise (``dataset=Spiral``; ``depth='"50"'`` forces the string "50"). A key given
+twice, a key the configurations lack, a value outside their grid, or entries that never
+occur together stop the command with the keys or values the grid has.
 
 Bad input (an unknown experiment, profile or dataset, a ``--where`` that selects
-nothing, a stored result that is missing while training is disabled) prints one
-``error: ...`` message to stderr and exits with status 2; ``--debug`` shows the
-traceback instead. Any other exception shows its traceback as usual.
+nothing, ``--threads 0``, a results folder that does not exist, a stored result that
+is missing while training is disabled) prints one ``error: ...`` message to stderr
+and exits with status 2; ``--debug`` shows the traceback instead. Any other
+exception shows its traceback as usual. An environment variable named ``HACN_...``
+that the package does not read (a typo, or ``HACN_DEVICE``) gets a one-line warning
+listing those it reads (:data:`ENVIRONMENT`).
 
 ``run`` checkpoints every epoch or every 60 s, whichever comes first (about 1% of
 the time at most); ``--checkpoint-every`` (``60s``, ``5m``, ``500steps`` or ``500``; it sets
 ``$HACN_CHECKPOINT_EVERY``) picks another cadence. Ctrl-C (SIGINT) or SIGTERM saves a
-checkpoint, prints one line and exits with 130 / 143; the same command resumes.
+checkpoint, prints one line and exits with 130 / 143; so does SIGHUP (a closing
+terminal or ssh connection) with 129. The same command resumes.
 
 ``ledger --format csv`` / ``--format json`` print one row per paper item with the
 columns id, paper, item, quantity, paper value, paper std, our mean, our std (sample
@@ -61,7 +69,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hacn_core.engine.profiles import PROFILES, ProfileError, current_profile
@@ -72,6 +80,31 @@ if TYPE_CHECKING:
 
 class UsageError(Exception):
     """Bad input on the command line: printed as one ``error:`` message, exit status 2."""
+
+
+#: Every environment variable the package, its tools and its tests read, with what it sets.
+ENVIRONMENT: dict[str, str] = {
+    "HACN_PROFILE": "run size: smoke, book, paper", "HACN_RESULTS": "results folder",
+    "HACN_DATA": "data root", "HACN_DOWNLOAD": "0 forbids downloads", "HACN_THREADS": "torch CPU threads of a run",
+    "HACN_PRECISION": "auto, fp32, bf16, fp16 (part of a run's hash unless fp32)",
+    "HACN_CHECKPOINT_EVERY": "checkpoint cadence", "HACN_DISCARD_BAD_CHECKPOINT": "move a damaged checkpoint aside",
+    "HACN_ALLOW_TRAIN": "0 forbids training", "HACN_QUIET": "1 hides progress bars",
+    "HACN_AWNN_BACKEND": "auto, cpp, python", "HACN_KEEP_MODELS": "folder for trained weights",
+    "HACN_GIT_COMMIT": "commit of a copy without its .git", "HACN_INSTALLER": "make env: uv or pip",
+    "HACN_PYTHON": "tools: the interpreter", "HACN_VENV": "tools: the virtual environment",
+    "HACN_RUNS": "tools: run folder", "HACN_RUN_ARGS": "tools: run arguments", "HACN_TASK": "tools: task",
+    "HACN_GPU_EXPERIMENTS": "tools: experiments for a lent GPU", "HACN_GPU_TESTS": "tests: GPU tests",
+    "HACN_GPU_TEST_SECONDS": "tests: GPU test budget",
+}
+
+
+def _warn_unknown_environment(environ: Mapping[str, str] | None = None) -> None:
+    """One line on stderr per ``HACN_*`` variable that nothing reads (it would be silently ignored)."""
+    environ = os.environ if environ is None else environ
+    for name in sorted(k for k in environ if k.startswith("HACN_") and k not in ENVIRONMENT):
+        print(f"warning: ${name} is not a setting of hacn_core and is ignored; the settings are "
+              f"{', '.join(ENVIRONMENT)} (the device is chosen by each study: a GPU when there is one)",
+              file=sys.stderr)
 
 
 def user_errors() -> tuple[type[Exception], ...]:
@@ -93,11 +126,16 @@ def user_errors() -> tuple[type[Exception], ...]:
 
 def _parse_where(pairs: Sequence[str]) -> dict[str, Any]:
     """``["depth=50", "dataset=Spiral"]`` -> ``{"depth": 50, "dataset": "Spiral"}`` (values read as JSON when they parse)."""
-    where = {}
+    from hacn_core.engine.results import shorten
+
+    where: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise UsageError(f"--where expects KEY=VALUE (e.g. depth=50 or dataset=Spiral), got {pair!r}")
+            raise UsageError(f"--where expects KEY=VALUE (e.g. depth=50 or dataset=Spiral), got {shorten(repr(pair))}")
+        if key in where:
+            raise UsageError(f"--where gives {shorten(key)} twice ({shorten(repr(where[key]))} and "
+                             f"{shorten(repr(value))}); give each key once")
         try:
             where[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -160,9 +198,10 @@ def _use_checkpoint_every(value: str | None) -> bool:
 
 
 def _exits_cleanly(command: Callable[[Sequence[str] | None], int]) -> Callable[[Sequence[str] | None], int]:
-    """A run stopped by SIGINT / SIGTERM (``TrainingInterrupted``: its checkpoint is saved) or a damaged
-    checkpoint (``CorruptCheckpointError``) ends with its one-line message on stderr and its exit code
-    (130 / 143, 1), without a traceback; so does a checkpoint that cannot be written (a full disk).
+    """A run stopped by SIGINT / SIGTERM / SIGHUP (``TrainingInterrupted``: its checkpoint is saved) or a
+    damaged checkpoint (``CorruptCheckpointError``) ends with its one-line message on stderr and its exit
+    code (130 / 143 / 129, 1), without a traceback; so do a checkpoint that cannot be written (a full disk)
+    and an AWNN width update that cannot be made (``WidthUpdateError``: the last checkpoint is kept).
     Output piped into a reader that stops early (``| head``) ends quietly, as Unix tools do."""
 
     @functools.wraps(command)
@@ -180,7 +219,11 @@ def _exits_cleanly(command: Callable[[Sequence[str] | None], int]) -> Callable[[
                 return err.exit_code
             if training is not None and isinstance(err, (training.CorruptCheckpointError,
                                                          training.CheckpointWriteError)):
-                print(f"error: {err}", file=sys.stderr)
+                print(f"error: {_plain(err)}", file=sys.stderr)
+                return 1
+            mlp = sys.modules.get("hacn_core.awnn.mlp")  # a width update that cannot be made: the run stops
+            if mlp is not None and isinstance(err, mlp.WidthUpdateError):
+                print(f"error: {_plain(err)}", file=sys.stderr)
                 return 1
             raise
 
@@ -242,13 +285,44 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                         "this checkout)")
     course_p.add_argument("--results", default=None, help="copy runs from here (default: $HACN_RESULTS or results/)")
     args = parser.parse_args(argv)
+    _warn_unknown_environment()
     try:
         return _command(args)
     except user_errors() as err:
         if args.debug:
             raise
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {_plain(err)}", file=sys.stderr)
         return 2
+
+
+def _plain(err: BaseException) -> str:
+    """An error's message without terminal escape codes (some libraries colour theirs)."""
+    from hacn_core.engine.results import plain_text
+
+    return plain_text(str(err))
+
+
+def _store(path: str | None, profile: str | None) -> Any:
+    """The store ``--results`` names (else the default one); a folder named there or in ``$HACN_RESULTS``
+    that does not exist, or a file, is a :class:`UsageError` (it would read as an empty store)."""
+    from hacn_core.engine.results import RESULTS_ENV, ResultsStore, default_store
+
+    store = ResultsStore(path) if path else default_store(profile)
+    named = "--results" if path else f"${RESULTS_ENV}" if os.environ.get(RESULTS_ENV, "").strip() else None
+    if store.root.exists() and not store.root.is_dir():
+        raise UsageError(f"{named or 'the results folder'} {store.root} is a file, not a results folder")
+    if named is not None and not store.root.exists():
+        raise UsageError(f"{named} {store.root} does not exist; give the folder that holds the results "
+                         "(one subfolder per experiment)")
+    return store
+
+
+def _check_threads(threads: int | None) -> None:
+    """``--threads`` (or ``$HACN_THREADS``) must be a positive integer: checked before anything loads."""
+    from hacn_core.engine.results import requested_precision, requested_threads
+
+    requested_threads(threads, "--threads")
+    requested_precision()
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -263,8 +337,8 @@ def _command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "run":
         from hacn_core.catalog import get
-        from hacn_core.engine.registry import run_experiment
-        from hacn_core.engine.results import SMOKE_STORE, ResultsStore, default_store, launched_world
+        from hacn_core.engine.registry import check_where, run_experiment
+        from hacn_core.engine.results import SKIPPED_EXIT_CODE, SMOKE_STORE, ResultsStore, default_store, launched_world
 
         profile = current_profile() if args.profile is None else args.profile
         try:
@@ -278,7 +352,13 @@ def _command(args: argparse.Namespace) -> int:
             raise UsageError("--time-steps, --compiled and --json go with --dry-run")
         if not _use_checkpoint_every(args.checkpoint_every):
             return 2
+        _check_threads(args.threads)
+        if args.stacked and experiment.train_stacked is None:
+            raise UsageError(f"--stacked: experiment {experiment.id!r} has no stacked engine; run it without "
+                             "--stacked (experiments with one: gates-mnist, gates-keras)")
         store = ResultsStore(args.results) if args.results else default_store(profile)
+        if store.root.exists() and not store.root.is_dir():
+            raise UsageError(f"--results {store.root} is a file, not a results folder")
         rank0 = launched_world()[1] == 0  # under torchrun every rank returns rank 0's results: print them once
         if store.root == SMOKE_STORE and rank0:
             print(f"smoke profile: results go to {store.root} (a temporary folder, never results/; "
@@ -288,12 +368,12 @@ def _command(args: argparse.Namespace) -> int:
         for result in results if rank0 else ():
             metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.metrics.items())
             print(f"{result.config_hash} seed={result.seed}: {metrics}")
-        return 0
+        selected = check_where(experiment.runs(profile), where)
+        return SKIPPED_EXIT_CODE if len(results) < len(selected) else 0  # skipped: another process holds one
     if args.command == "status":
         from hacn_core.catalog import get
         from hacn_core.engine.profiles import check_profile
         from hacn_core.engine.progress import progress_lines, study_progress
-        from hacn_core.engine.results import ResultsStore, default_store
 
         profile = check_profile(current_profile() if args.profile is None else args.profile)
         try:
@@ -303,15 +383,15 @@ def _command(args: argparse.Namespace) -> int:
         if profile not in experiment.configs:
             raise UsageError(f"experiment {experiment.id!r} has no {profile!r} profile; it has: "
                              f"{', '.join(experiment.configs)}")
-        store = ResultsStore(args.results) if args.results else default_store(profile)
+        _check_threads(args.threads)
+        store = _store(args.results, profile)
         print(f"{experiment.id} ({profile}) in {store.root}:")
         print("\n".join(progress_lines(study_progress(experiment, profile, store, args.threads))))
         return 0
     if args.command == "ledger":
-        from hacn_core.engine.results import ResultsStore
         from hacn_core.ledger import format_ledger, ledger_csv, ledger_json
 
-        store = ResultsStore(args.results)
+        store = _store(args.results, None)
         if args.format == "text":
             print(format_ledger(store))
         else:
@@ -321,7 +401,7 @@ def _command(args: argparse.Namespace) -> int:
         from hacn_core.engine.data import data_root, ensure_dataset
 
         try:
-            path = ensure_dataset(args.dataset, download=True)
+            path = ensure_dataset(args.dataset)  # downloads unless $HACN_DOWNLOAD=0
         except ValueError as err:  # an unknown dataset name (the list of known ones is in the message)
             raise UsageError(str(err)) from err
         print(f"{args.dataset} is in {data_root(path)}")

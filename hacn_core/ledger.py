@@ -149,7 +149,8 @@ class _StoredRuns:
 
     def runs(self, experiment: Experiment) -> list[RunResult]:
         if experiment.id not in self._runs:
-            self._runs[experiment.id] = list(self.store.iter_results(experiment.id))
+            # a damaged file is skipped with a warning naming it: it costs its own run, not the ledger
+            self._runs[experiment.id] = list(self.store.iter_results(experiment.id, damaged=[]))
         return self._runs[experiment.id]
 
     def paper_hashes(self, experiment: Experiment) -> frozenset[str]:

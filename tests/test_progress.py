@@ -15,7 +15,8 @@ import torch
 from hacn_core.__main__ import main
 from hacn_core.engine.checkpoint import CHECKPOINT_NAME
 from hacn_core.engine.progress import progress_lines, study_progress, varying_keys
-from hacn_core.engine.results import LOCK_NAME, ResultsStore, config_hash, filed_config, planned_execution
+from hacn_core.engine.results import LOCK_NAME, ResultsStore, RunResult, config_hash, filed_config, planned_execution,
+                                     result_checksum
 
 CONFIGS = [{"rule": r, "seed": s, "epochs": 3, "mu": None if r == "resnet" else 0.25}
            for r in ("resnet", "hacn") for s in (0, 1)]
@@ -43,9 +44,8 @@ def test_each_state_is_read_from_the_store(tmp_path):
     experiment = SimpleNamespace(id="toy", runs=lambda profile: [dict(c) for c in CONFIGS])
     store = ResultsStore(tmp_path)
     filed = [filed_config(c, planned_execution(None)) for c in CONFIGS]
-    stored = store.path_for("toy", filed[0])
-    stored.parent.mkdir(parents=True)
-    stored.write_text(json.dumps({"provenance": {"wall_time_s": 1500.0}}))
+    store.save(RunResult("toy", filed[0], config_hash(filed[0]), 0, {"acc": 1.0},
+                         provenance={"wall_time_s": 1500.0}, checksum=result_checksum({"acc": 1.0}, {})))
     # a live owner: training; 1,200 of 1,500 steps in 600 s, so 150 s left at its pace
     _checkpoint(store.checkpoint_dir("toy", filed[1]), 1200, 4, os.getpid(), position={"total_steps": 1500},
                 wall_time_s=600.0)
@@ -58,8 +58,8 @@ def test_each_state_is_read_from_the_store(tmp_path):
     progress = study_progress(experiment, "book", store)
     assert [p.state for p in progress] == ["stored", "training", "paused", "not started", "paused"]
     assert [p.config_hash for p in progress[:4]] == [config_hash(f) for f in filed]
-    assert (progress[1].global_step, progress[1].epoch, progress[1].owner) == (1200, 4, f"pid {os.getpid()} on "
-                                                                                       f"{os.uname().nodename}")
+    assert (progress[1].global_step, progress[1].epoch) == (1200, 4)
+    assert progress[1].owner == f"pid {os.getpid()} on {os.uname().nodename}, lock age unknown"  # since: "x"
     assert (progress[2].global_step, progress[2].owner, progress[2].total_steps) == (300, "", 750)
     assert progress[1].seconds_left == 150.0 and progress[2].seconds_left is None  # no wall time stored
     assert progress[0].wall_time_s == 1500.0

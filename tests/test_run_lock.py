@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -79,3 +80,71 @@ def test_noise_accuracy_is_clean_accuracy_at_zero_and_deterministic():
     gen = torch.Generator().manual_seed(1234)
     noisy = x + 0.5 * torch.randn(x.shape, generator=gen)
     assert a == pytest.approx(float((model(noisy).argmax(-1) == y).float().mean()))
+
+
+def _sleeper() -> subprocess.Popen:
+    """A live process that is not this one (its pid stands for one reused after a restart)."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def test_a_lock_whose_pid_now_belongs_to_another_process_is_stale(tmp_path):
+    """After a restart pids are reused: a lock naming a live pid whose process started at another time
+    (or, in a lock written before locks recorded start times, after the lock) is taken over."""
+    import datetime as dt
+    import platform
+
+    from hacn_core.engine.results import process_start_time
+
+    other = _sleeper()
+    try:
+        started = process_start_time(other.pid)
+        assert started is not None and abs(started - time.time()) < 120
+        lock = tmp_path / LOCK_NAME
+        held = {"host": platform.node(), "pid": other.pid, "since": "2026-01-01T00:00:00+00:00", "started": started}
+        lock.write_text(json.dumps(held))  # the same process: still held
+        with pytest.raises(RunInProgressError, match=rf"pid {other.pid} .*lock taken .* ago"):
+            with run_lock(tmp_path, "run A"):
+                pass
+        lock.write_text(json.dumps(held | {"started": started - 3600}))  # that pid was another process then
+        with run_lock(tmp_path, "run A") as taken:
+            record = json.loads(taken.read_text())
+            assert record["pid"] == os.getpid() and record["started"] == process_start_time(os.getpid())
+        an_hour_ago = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).isoformat(timespec="seconds")
+        lock.write_text(json.dumps({"host": platform.node(), "pid": other.pid, "since": an_hour_ago}))  # old format
+        with run_lock(tmp_path, "run A"):  # the process behind that pid began after the lock: not its owner
+            pass
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_status_shows_a_live_lock_with_its_age_and_a_reused_pid_as_paused(tmp_path):
+    import datetime as dt
+    import platform
+
+    import torch
+
+    from hacn_core.engine.progress import progress_lines, study_progress
+    from hacn_core.engine.results import process_start_time
+
+    experiment = Experiment(id="exp", title="t", train=_train, configs={"book": lambda: [{"x": 1}]},
+                            setting={"book": "t"})
+    store = ResultsStore(tmp_path)
+    folder = store.checkpoint_dir("exp", {"x": 1})
+    folder.mkdir(parents=True)
+    position = {"epoch": 1, "step_in_epoch": 0, "global_step": 40, "finished": False, "total_steps": 100}
+    torch.save({"position": position, "wall_time_s": 20.0}, folder / "last.pt")
+    other = _sleeper()
+    try:
+        since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=12)).isoformat(timespec="seconds")
+        owner = {"host": platform.node(), "pid": other.pid, "since": since, "started": process_start_time(other.pid)}
+        (folder / LOCK_NAME).write_text(json.dumps(owner))
+        (line,) = progress_lines(study_progress(experiment, "book", store))[1:]
+        assert line.startswith("  training") and line.endswith(f"pid {other.pid} on {platform.node()}, "
+                                                               "lock taken 12 min ago")
+        (folder / LOCK_NAME).write_text(json.dumps(owner | {"started": owner["started"] - 86400}))  # reused pid
+        (line,) = progress_lines(study_progress(experiment, "book", store))[1:]
+        assert line.startswith("  paused") and "pid" not in line
+    finally:
+        other.kill()
+        other.wait()

@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -437,3 +438,150 @@ def test_the_checksum_survives_a_round_trip_with_nan_and_nested_curves():
     again = json.loads(text)
     assert result_checksum(again["metrics"], again["curves"]) == result_checksum(metrics, curves)
     assert result_checksum({**metrics, "acc": 0.3}, curves) != result_checksum(metrics, curves)
+
+
+# ----------------------------------------------------------------------------- 7. modes, debris and room
+
+
+def _as_another_user(action) -> str:
+    """``action()`` in a forked child running as user ``nobody`` (a real second user); its return value, or
+    ``"<ExceptionType>: message"``."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to nobody, act, report, exit without running pytest's teardown
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            out = str(action())
+        except BaseException as err:  # noqa: BLE001
+            out = f"{type(err).__name__}: {err}"
+        os.write(write, out.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        out = pipe.read()
+    os.waitpid(pid, 0)
+    return out
+
+
+@pytest.fixture
+def shared_folder():
+    """A folder other users can reach (pytest's own tmp_path is the owner's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="hacn-shared-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as a second user")
+def test_results_take_the_umask_mode_and_another_user_reads_them(shared_folder):
+    store = ResultsStore(shared_folder)
+    old = os.umask(0o022)
+    try:
+        result = run_or_load("exp-a", CONFIG, _recording_train([]), store=store)
+        os.umask(0o077)
+        private = run_or_load("exp-a", {**CONFIG, "seed": 3}, _recording_train([]), store=store)
+    finally:
+        os.umask(old)
+    path, private_path = store.path_for("exp-a", result.config), store.path_for("exp-a", private.config)
+    assert path.stat().st_mode & 0o777 == 0o644 and private_path.stat().st_mode & 0o777 == 0o600
+    assert _as_another_user(lambda: store.read(path).metrics) == str(result.metrics)
+    message = _as_another_user(lambda: store.read(private_path))
+    assert message.startswith("UnreadableResultError: ") and "chmod a+r" in message and "aside" not in message
+
+
+def test_a_write_killed_midway_leaves_nothing_once_the_run_has_finished(tmp_path):
+    """Real SIGKILLs during the final result write and during two checkpoint writes (fsync made to hang):
+    the next write removes their temporary files, and the finished run leaves none anywhere."""
+    store = ResultsStore(tmp_path)
+    target = store.path_for("exp-a", CONFIG)
+    checkpoint = store.checkpoint_dir("exp-a", CONFIG) / "last.pt"
+    script = ("import os, sys, time, torch\n"
+              "os.fsync = lambda fd: (print('WRITING', flush=True), time.sleep(120))\n"
+              "from hacn_core.engine.checkpoint import save_checkpoint\n"
+              "from hacn_core.engine.results import write_atomic\n"
+              "from pathlib import Path\n"
+              "path = Path(sys.argv[2])\n"
+              "write_atomic(path, 'x' * 100000) if sys.argv[1] == 'result' else save_checkpoint({'w': torch.ones(9)}, path)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    for kind, path in (("result", target), ("checkpoint", checkpoint), ("checkpoint", checkpoint)):
+        proc = subprocess.Popen([sys.executable, "-c", script, kind, str(path)], env=env, stdout=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout.readline().strip() == "WRITING"  # the temporary file is written, not yet renamed
+        proc.kill()
+        proc.wait()
+    # the second checkpoint writer removed the first one's copy before writing its own: one at most
+    (left,) = checkpoint.parent.glob(".*.tmp-*")
+    assert len(list(target.parent.glob(".*.tmp-*"))) == 1
+    assert R.checkpoint_estimate(store, "exp-a") == 2 * left.stat().st_size  # counted as a checkpoint
+
+    def train(config, context):
+        from hacn_core.engine.checkpoint import save_checkpoint
+
+        save_checkpoint({"w": torch.zeros(3)}, context.checkpoint_dir / "last.pt")
+        assert not list(context.checkpoint_dir.glob(".*.tmp-*"))  # the killed writers' copies are gone
+        return {"metrics": {"test_acc": 0.5}}
+
+    run_or_load("exp-a", CONFIG, train, store=store)
+    assert [p.name for p in target.parent.iterdir()] == [target.name]
+    assert not checkpoint.parent.exists()
+
+
+def test_a_spare_pending_result_is_found_and_removed_once_stored(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path)
+    config = {**CONFIG, "seed": os.getpid()}  # the spare copy lives in the shared temporary folder
+    spare = R.spare_pending_path("exp-a", config)
+    spare.unlink(missing_ok=True)
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    monkeypatch.setattr(ResultsStore, "save", lambda self, result: (_ for _ in ()).throw(OSError(28, "No space")))
+    monkeypatch.setattr(ResultsStore, "pending_path", lambda self, e, c: blocked / "pending.json")
+    with pytest.raises(PendingResultError, match=f"kept in {spare}. Fix the folder and run the same command again"):
+        run_or_load("exp-a", config, _recording_train([]), store=store)
+    monkeypatch.undo()
+    assert spare.is_file()
+    result = run_or_load("exp-a", config, _fail_if_called, store=store)  # stored from the spare, no copying by hand
+    assert store.load("exp-a", config).metrics == result.metrics and not spare.exists()
+
+
+FREE_SPACE_RUN = """
+import os, platform, sys
+from pathlib import Path
+from hacn_core.engine import results as R
+store = R.ResultsStore(sys.argv[1])
+config = {"seed": 1}
+mine, other = store.checkpoint_dir("exp", config), store.checkpoint_dir("exp", {"seed": 2})
+for folder in (mine, other):
+    folder.mkdir(parents=True)
+(other / "last.pt").write_bytes(b"c" * 2**19)  # 0.5 MiB: a checkpoint needs about 1 MiB of room
+dead = int(sys.argv[2])
+(mine / f".last.pt.tmp-{platform.node()}-{dead}-").write_bytes(b"t" * 3 * 2**19)  # left by a killed writer
+R.check_can_store(store, "exp", config, "book")
+print("ROOM AFTER SWEEP", sorted(p.name for p in mine.iterdir()))
+(other / f".last.pt.tmp-{platform.node()}-{os.getpid()}-").write_bytes(b"t" * 3 * 2**18)  # a live writer's
+try:
+    R.check_can_store(store, "exp", config, "book")
+except R.StoreNotWritableError as err:
+    print("REFUSED:", err)
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("mount") and os.geteuid() == 0),
+                    reason="needs root, unshare and mount for a small real file system")
+def test_the_free_space_check_counts_temporary_checkpoints_on_a_small_file_system(tmp_path):
+    """A real 2.5 MiB tmpfs: a dead writer's 1.5 MiB temporary checkpoint is removed to make room; a live
+    writer's 0.75 MiB temporary file counts as a checkpoint (twice it is asked for, 1.5 MiB)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    script = tmp_path / "room.py"
+    script.write_text(FREE_SPACE_RUN)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    inner = f"mount -t tmpfs -o size=2560k tmpfs {store} && exec {sys.executable} {script} {store} {dead.stdout.strip()}"
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", inner], env=env, capture_output=True, text=True,
+                          timeout=120)
+    if proc.returncode != 0 and "mount" in proc.stderr:
+        pytest.skip(f"no tmpfs here: {proc.stderr.strip()[-200:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ROOM AFTER SWEEP []" in proc.stdout
+    assert "REFUSED:" in proc.stdout and "this run needs about 1.5 MiB there" in proc.stdout

@@ -75,6 +75,20 @@ DEFAULT_RATE = 0.01
 #: training are not limited.
 MAX_START_PARAMETERS = 2**30
 
+#: The most parameters a width update may give an :class:`AdaptiveMLP`: 2**32 (about 4.3e9,
+#: 16 GiB in float32, 64 GiB with gradients and Adam's two moments: more than the GPUs the
+#: studies run on). The studies' widest MLPs stay below 10 million parameters; a width past
+#: this cap means the rate collapsed (a raw rate of -30 asks for 4.9e13 neurons at k=0.99),
+#: and the update refuses it (:class:`WidthUpdateError`) instead of trying to allocate it.
+MAX_UPDATE_PARAMETERS = 2**32
+
+
+class WidthUpdateError(RuntimeError):
+    """A width update (Algorithm 1, Eq. 11) that cannot be made: a rate that is not finite, or a width
+    whose parameters exceed :data:`MAX_UPDATE_PARAMETERS`. The message names the hidden layer (and the
+    adaptive MLP within the model, where :func:`update_widths` knows it) and the rate. Raised before
+    anything is resized, so training stops with its last checkpoint as it was."""
+
 
 # ---------------------------------------------------------------------------
 # Hyper-parameters
@@ -341,14 +355,36 @@ class AdaptiveMLP(nn.Module):
         out = []
         if raw_rates is None:
             raw_rates = self._parameters["raw_rate"].tolist()  # not self.raw_rate: Module.__getattr__ is slow
-        for r in raw_rates:
+        for layer, r in enumerate(raw_rates, start=1):
+            if not math.isfinite(r):
+                raise WidthUpdateError(f"hidden layer {layer}: its rate is not finite (raw_rate={r!r}), so Eq. 11 "
+                                       "gives no width; training diverged before this step")
             nu = r + math.log1p(math.exp(-r)) if r > 0 else math.log1p(math.exp(r))  # float_softplus, inline
-            ratio = c / nu
-            d = math.ceil(ratio)
-            if not (1.0 < ratio < 2**53) or d - ratio < 1e-9 or ratio - (d - 1) < 1e-9:
-                d = quantile_width(nu, k)  # near an integer (or out of range): the checked path
+            if nu <= 0.0 or c / nu > 2**53:  # the rate underflowed: an astronomic width, capped below
+                d = 2**53
+            else:
+                ratio = c / nu
+                d = math.ceil(ratio)
+                if not (1.0 < ratio < 2**53) or d - ratio < 1e-9 or ratio - (d - 1) < 1e-9:
+                    d = quantile_width(nu, k)  # near an integer (or out of range): the checked path
             out.append(d if cap is None else min(d, cap))
+        self._check_update(out, raw_rates)
         return out
+
+    def _check_update(self, widths: Sequence[int], raw_rates: Sequence[float]) -> None:
+        """Refuse ``widths`` whose parameters exceed :data:`MAX_UPDATE_PARAMETERS`, naming the widest layer."""
+        cfg = self.config
+        dims = [cfg.in_dim, *widths, cfg.out_dim]
+        params = sum((a + int(cfg.bias)) * b for a, b in zip(dims[:-1], dims[1:]))
+        if params <= MAX_UPDATE_PARAMETERS:
+            return
+        layer = max(range(len(widths)), key=lambda i: widths[i])
+        r = float(raw_rates[layer])
+        nu = r + math.log1p(math.exp(-r)) if r > 0 else math.log1p(math.exp(r))
+        raise WidthUpdateError(
+            f"hidden layer {layer + 1}: its rate nu={nu:.3g} (raw_rate={r:.6g}) gives a width of {widths[layer]:,} "
+            f"neurons (Eq. 11 at k={cfg.k}), {params:,} parameters in all, above MAX_UPDATE_PARAMETERS="
+            f"{MAX_UPDATE_PARAMETERS:,}: the rate collapsed. Lower the learning rate, or cap the width with max_width")
 
     def norm_widths(self) -> tuple[int | None, ...]:
         """Per hidden layer, the width ``M`` over which importances are renormalised
@@ -380,7 +416,11 @@ class AdaptiveMLP(nn.Module):
         d = self.__dict__
         if d["widths_frozen"]:
             return False
-        new = self.target_widths(raw_rates)
+        try:
+            new = self.target_widths(raw_rates)
+        except WidthUpdateError as err:
+            err.mlp = self  # type: ignore[attr-defined]  # update_widths names it within the model
+            raise
         if new == [lin.__dict__["out_features"] for lin in d["_hidden"]]:
             stable = d["_stable_steps"] = d["_stable_steps"] + 1  # plain int: no Module.__setattr__
             if stable == self.config.pack_after:
@@ -571,6 +611,16 @@ def update_widths(model: nn.Module | Sequence[AdaptiveMLP], optimizer: torch.opt
     mlps = list(model) if isinstance(model, (list, tuple)) else adaptive_mlps(model)
     if not mlps:
         return False
+    try:
+        return _update_widths(mlps, optimizer, one_read)
+    except WidthUpdateError as err:  # name the MLP within the model: "of 'blocks.3.mlp': hidden layer 2 ..."
+        names = {id(m): name for name, m in model.named_modules()} if isinstance(model, nn.Module) else {}
+        name = names.get(id(getattr(err, "mlp", None)))
+        raise WidthUpdateError(f"AWNN width update{f' of {name!r}' if name else ''}: {err}") from None
+
+
+def _update_widths(mlps: list[AdaptiveMLP], optimizer: torch.optim.Optimizer | None, one_read: bool | None) -> bool:
+    """:func:`update_widths` on the MLPs found."""
     if one_read is None:
         one_read = len(mlps) > 1 and mlps[0]._parameters["raw_rate"].device.type != "cpu"
     if not one_read:

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from hacn_core.engine.config import invalid
+from hacn_core.engine.results import plain_text, remove_stale_temporaries, temporary_name
 
 DISCARD_BAD_CHECKPOINT_ENV = "HACN_DISCARD_BAD_CHECKPOINT"
 CHECKPOINT_NAME = "last.pt"
@@ -45,6 +46,7 @@ class CorruptCheckpointError(RuntimeError):
     """
 
     def __init__(self, path: Path, reason: str) -> None:
+        reason = plain_text(reason)  # torch's unpickling errors carry terminal colour codes
         self.path, self.reason = path, reason
         aside = path.with_name(path.name + ".corrupt")
         super().__init__(
@@ -63,10 +65,16 @@ class CheckpointWriteError(OSError):
 
 def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
     """``torch.save`` to a temporary file in the same folder, fsync, then ``os.replace``:
-    a reader sees the old checkpoint or the new one, never half of one."""
+    a reader sees the old checkpoint or the new one, never half of one.
+
+    The temporary file names its writer (``.last.pt.tmp-<host>-<pid>-``); one left by
+    a writer killed mid-write is removed before the next write, so a run killed many
+    times keeps one full-size copy at most besides its checkpoint.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    remove_stale_temporaries(path.parent, path.name)
+    tmp = path.with_name(temporary_name(path))
     try:
         with open(tmp, "wb") as f:
             torch.save(obj, f)
@@ -157,6 +165,8 @@ def load_resumable_checkpoint(path: Path, rank: int = 0) -> dict[str, Any] | Non
     if not path.exists():
         return None
     try:
+        if path.is_dir():
+            raise IsADirectoryError(f"{path.name} is a folder, not a checkpoint file")
         ckpt = load_checkpoint(path, map_location="cpu")
         missing = [k for k in _CHECKPOINT_KEYS if k not in ckpt] if isinstance(ckpt, dict) else None
         if missing is None:
@@ -164,7 +174,7 @@ def load_resumable_checkpoint(path: Path, rank: int = 0) -> dict[str, Any] | Non
         if missing:
             raise KeyError(f"keys {missing} are missing")
         return ckpt
-    except (PermissionError, IsADirectoryError):  # not a damaged file: moving it aside would not help
+    except PermissionError:  # not a damaged file: moving it aside would not help
         raise
     except Exception as err:  # noqa: BLE001 -- torch.load raises many types on a damaged file
         first = (str(err).strip().splitlines() or [""])[0][:200]

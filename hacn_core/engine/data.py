@@ -355,10 +355,21 @@ def load_tudataset(name: str, root: str | os.PathLike[str] | None = None, downlo
 
 
 def load_text(name: str = "tinyshakespeare", root: str | os.PathLike[str] | None = None, download: bool | None = None) -> str:
-    """A plain-text corpus (Tiny Shakespeare: ``<root>/tinyshakespeare/input.txt``)."""
+    """A plain-text corpus (Tiny Shakespeare: ``<root>/tinyshakespeare/input.txt``), UTF-8 and not empty;
+    another file raises :class:`DatasetCorruptError` naming it."""
     spec = _spec(name)
     base = ensure_dataset(name, root, download)
-    return (base / spec.folder / spec.files[0]).read_text(encoding="utf-8")
+    path = base / spec.folder / spec.files[0]
+    fix = f"move it aside and fetch it again (python -m hacn_core fetch {name})"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DatasetCorruptError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); {fix}") from err
+    except IsADirectoryError as err:
+        raise DatasetCorruptError(f"{path}: a folder, not the {name} text file; {fix}") from err
+    if not text.strip():
+        raise DatasetCorruptError(f"{path}: the file is empty; {fix}")
+    return text
 
 
 def link_mirror(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:

@@ -7,7 +7,13 @@ several sessions, ``tools/train_background.sh``) is seen through its store:
 - it is **training** when its checkpoint folder holds a ``run.lock`` of a live process,
   and **paused** when the folder holds a checkpoint but no live owner (the next
   ``python -m hacn_core run`` resumes it from there);
+- it is **damaged** when its result file or its checkpoint cannot be read (the line
+  says why; ``run`` stops on it with the way out);
 - otherwise it is **not started**.
+
+A run paused under another execution (started with other ``--threads``, another
+``$HACN_PRECISION`` or under torchrun, all part of its hash) is listed as paused, with
+the flags that resume it. A live worker's lock shows its age.
 
 ``python -m hacn_core status EXPERIMENT`` prints this table; nothing is trained or
 changed. A run with a checkpoint also shows its planned steps and how long it has left
@@ -21,24 +27,28 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import platform
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hacn_core.engine.checkpoint import CHECKPOINT_NAME
+from hacn_core.engine.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from hacn_core.engine.results import (
     LOCK_NAME,
+    ResultError,
     ResultsStore,
-    pid_alive,
+    lock_owner,
     config_hash,
     filed_config,
+    lock_age,
+    lock_holder_alive,
+    paused_elsewhere,
+    plain_text,
     planned_execution,
 )
 
-STATES = ("stored", "training", "paused", "not started")
+STATES = ("stored", "training", "paused", "damaged", "not started")
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,7 @@ class RunProgress:
     global_step: int | None = None  # optimizer steps done at the last checkpoint
     epoch: int | None = None
     checkpoint_time: _dt.datetime | None = None  # when the last checkpoint was written (UTC)
-    owner: str = ""  # "pid 123 on host" while training
+    owner: str = ""  # "pid 123 on host, lock taken 5 min ago" while training; what is wrong when damaged
     total_steps: int | None = None  # the run's planned optimizer steps (an upper bound with early stopping)
     wall_time_s: float | None = None  # training wall time up to the checkpoint; for a stored run, the whole run
 
@@ -84,27 +94,25 @@ def _checkpoint_state(folder: Path) -> dict[str, Any]:
     """State, step, epoch, time and owner of one checkpoint folder (``{}`` when it holds nothing)."""
     out: dict[str, Any] = {}
     ckpt = folder / CHECKPOINT_NAME
-    if ckpt.is_file():
-        import torch
-
-        try:  # the position is a few integers, but they sit inside the pickled checkpoint
-            saved = torch.load(ckpt, map_location="cpu", weights_only=False)
-        except Exception:  # noqa: BLE001 - being written, or damaged: training resumes or reports it
-            saved = {}
-        position = saved.get("position", {})
-        out |= {"global_step": position.get("global_step"), "epoch": position.get("epoch"),
-                "total_steps": position.get("total_steps", _total_steps(position, saved.get("config"))),
-                "wall_time_s": saved.get("wall_time_s"),
-                "checkpoint_time": _dt.datetime.fromtimestamp(ckpt.stat().st_mtime, _dt.timezone.utc)}
+    if ckpt.exists():
+        try:  # the position is a few integers, but they sit inside the checkpoint (written atomically)
+            if ckpt.is_dir():
+                raise IsADirectoryError("a folder, not a checkpoint file")
+            saved = load_checkpoint(ckpt, map_location="cpu")
+            position = saved["position"]
+            out |= {"global_step": int(position["global_step"]), "epoch": position.get("epoch"),
+                    "total_steps": position.get("total_steps", _total_steps(position, saved.get("config"))),
+                    "wall_time_s": saved.get("wall_time_s"),
+                    "checkpoint_time": _dt.datetime.fromtimestamp(ckpt.stat().st_mtime, _dt.timezone.utc)}
+        except Exception as err:  # noqa: BLE001 - torch.load raises many types on a damaged file
+            first = (plain_text(str(err)).strip().splitlines() or [""])[0][:120]
+            out |= {"state": "damaged", "owner": f"checkpoint {ckpt} cannot be resumed from "
+                                                  f"({type(err).__name__}: {first}); `run` says how to move it aside"}
     lock = folder / LOCK_NAME
     if lock.is_file():
-        try:
-            owner = json.loads(lock.read_text())
-            pid, host = int(owner["pid"]), str(owner["host"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pid, host = -1, ""
-        if pid > 0 and (host != platform.node() or pid_alive(pid)):
-            out |= {"state": "training", "owner": f"pid {pid} on {host}"}
+        owner = lock_owner(lock)
+        if owner is not None and lock_holder_alive(owner):
+            out |= {"state": "training", "owner": f"pid {owner['pid']} on {owner['host']}, {lock_age(owner)}"}
     if out and "state" not in out:
         out["state"] = "paused" if "global_step" in out else "not started"
     return out
@@ -129,14 +137,21 @@ def study_progress(experiment: Any, profile: str, store: ResultsStore,
         known.add(digest)
         label = ", ".join(f"{k}={config[k]}" for k in keys if config.get(k) is not None) or "(the only run)"
         path = store.path_for(experiment.id, filed)
-        if path.is_file():
-            try:
-                wall = json.loads(path.read_text())["provenance"]["wall_time_s"]
-            except (OSError, ValueError, KeyError, TypeError):
-                wall = None
+        if path.exists():
+            try:  # checked as a chapter reads it: intact, filed under its own hash, numbers match the checksum
+                wall = store.read(path).provenance.get("wall_time_s")
+            except ResultError as err:
+                out.append(RunProgress(label, digest, "damaged", owner=f"result {_first_line(err)}"))
+                continue
             out.append(RunProgress(label, digest, "stored", wall_time_s=wall))
             continue
         state = _checkpoint_state(store.checkpoint_dir(experiment.id, filed))
+        if not state:  # paused under other threads, precision or ranks: say how to resume it
+            for folder, execution in paused_elsewhere(store, experiment.id, config, plan)[:1]:
+                state = _checkpoint_state(folder)
+                if state.get("state") == "paused":
+                    known.add(folder.name)
+                    state["owner"] = f"under {execution.flags()}: resume it with {execution.flags()}"
         out.append(RunProgress(label, digest, state.pop("state", "not started"), **state))
     root = store.root / ".checkpoints" / experiment.id
     for folder in sorted(root.iterdir()) if root.is_dir() else ():
@@ -152,8 +167,9 @@ def progress_lines(progress: Sequence[RunProgress], now: _dt.datetime | None = N
     now = now or _dt.datetime.now(_dt.timezone.utc)
     runs = [p for p in progress if p.label != "stack or other run"]
     counts = {s: sum(p.state == s for p in runs) for s in STATES}
+    damaged = f", {counts['damaged']} damaged" if counts["damaged"] else ""
     lines = [f"{counts['stored']} of {len(runs)} runs stored; {counts['training']} training, "
-             f"{counts['paused']} paused, {counts['not started']} not started"]
+             f"{counts['paused']} paused{damaged}, {counts['not started']} not started"]
     walls = sorted(p.wall_time_s for p in runs if p.state == "stored" and p.wall_time_s)
     if walls:
         lines[0] += f"; a stored run took {_duration(statistics.median(walls))} (median wall time)"
@@ -170,6 +186,10 @@ def progress_lines(progress: Sequence[RunProgress], now: _dt.datetime | None = N
         owner = f", {p.owner}" if p.owner else ""
         lines.append(f"  {p.state:11s} {p.config_hash}  {p.label}{where}{owner}")
     return lines
+
+
+def _first_line(err: BaseException, limit: int = 200) -> str:
+    return (str(err).strip().splitlines() or [""])[0][:limit]
 
 
 def _duration(seconds: float) -> str:

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from hacn_core.engine.profiles import PROFILES, check_profile
 from hacn_core.engine.results import (
     DistributedRunError,
+    PausedElsewhereError,
     PendingResultError,
     ResultsStore,
     RunInProgressError,
@@ -42,6 +43,7 @@ from hacn_core.engine.results import (
     requested_threads,
     run_lock,
     run_or_load,
+    shorten,
     store_trained,
     stored_or_pending,
     training_allowed,
@@ -132,18 +134,19 @@ def check_where(
     if not where or selected:
         return selected
     if not configs:
-        raise WhereError(f"{context} are empty; nothing can match where={dict(where)!r}")
+        raise WhereError(f"{context} are empty; nothing can match where={shorten(repr(dict(where)))}")
     keys = list(dict.fromkeys(k for c in configs for k in c))
     for key, value in where.items():
         if key not in keys:
-            raise WhereError(f"where: unknown key {key!r} for {context}; their keys: {', '.join(keys)}")
+            raise WhereError(f"where: unknown key {shorten(repr(key))} for {context}; their keys: {', '.join(keys)}")
         grid = _grid_values(configs, key)
         if not any(matches(c, {key: value}) for c in configs):
             kinds = {_kind(v) for v in grid}
-            given = f"{key}={value!r}" + (f" (a {_kind(value)})" if _kind(value) not in kinds else "")
+            given = f"{key}={shorten(repr(value))}" + (f" (a {_kind(value)})" if _kind(value) not in kinds else "")
             raise WhereError(f"where: {given} matches none of {context}; the grid has {key} = {_describe_grid(grid)}")
-    counts = ", ".join(f"{k}={v!r} matches {sum(matches(c, {k: v}) for c in configs)}" for k, v in where.items())
-    raise WhereError(f"where={dict(where)!r} matches none of {context} together; one by one: {counts}")
+    counts = ", ".join(f"{k}={shorten(repr(v))} matches {sum(matches(c, {k: v}) for c in configs)}"
+                       for k, v in where.items())
+    raise WhereError(f"where={shorten(repr(dict(where)))} matches none of {context} together; one by one: {counts}")
 
 
 def select(results: Sequence[RunResult], where: Mapping[str, Any] | None = None, **equal: Any) -> list[RunResult]:
@@ -159,7 +162,8 @@ class Link:
     ``where`` selects the runs (configuration entries that must match, e.g.
     ``{"dataset": "Spiral"}``); ``scale`` converts our metric to the paper's unit
     (100 for a fraction shown in percent); ``tolerance`` is the largest absolute
-    difference still called "reproduced" when the run used the paper's setting.
+    difference still called "reproduced" when the run used the paper's setting; ``unit`` names the
+    metric's unit for an item the paper gives no number (and so no unit) for.
     """
 
     item: str
@@ -167,6 +171,7 @@ class Link:
     where: Mapping[str, Any] = field(default_factory=dict)
     scale: float = 1.0
     tolerance: float | None = None
+    unit: str = ""  # the unit of the scaled metric where the item has none (a figure's quantity): "%", "Γ"
 
 
 @dataclass(frozen=True)
@@ -267,7 +272,9 @@ def run_experiment(
     ``skip_running``: a configuration another live process is training now
     (:class:`~hacn_core.engine.results.RunInProgressError`) is skipped instead of
     raising, so two workers started on the same experiment share its runs (each
-    takes the next one nobody holds); the returned list then lacks those runs.
+    takes the next one nobody holds); so is one paused under another execution
+    (:class:`~hacn_core.engine.results.PausedElsewhereError`: other threads, whose
+    message says how to resume it). The returned list then lacks those runs.
 
     ``where`` restricts to the configurations whose entries match it; one that
     matches none raises :class:`WhereError` naming the keys or values the grid has
@@ -290,7 +297,7 @@ def run_experiment(
         try:
             results.append(run_or_load(experiment.id, config, experiment.train, store=store, profile=profile,
                                        allow_train=allow_train, progress=progress, threads=threads))
-        except RunInProgressError as err:
+        except (RunInProgressError, PausedElsewhereError) as err:
             if not skip_running:
                 raise
             print(f"skipped: {err}", file=sys.stderr)
@@ -307,7 +314,8 @@ def _train_stacked(experiment: Experiment, configs: Sequence[dict[str, Any]], st
     :class:`PendingResultError` names them all.
     """
     if experiment.train_stacked is None or experiment.stack_key is None:
-        raise ValueError(f"experiment {experiment.id!r} has no stacked engine; run it without stacked=True")
+        raise WhereError(f"experiment {experiment.id!r} has no stacked engine; run it without stacked=True "
+                         "(--stacked)")
     plan = planned_execution(current_threads())
     missing = [dict(c) for c in configs if stored_or_pending(store, experiment.id, filed_config(c, plan)) is None]
     if not missing or not training_allowed(allow_train):

@@ -24,11 +24,17 @@ ordered by the thread count and by the ranks), so it is part of the hash:
 * under ``torchrun`` (``WORLD_SIZE > 1``) the ranks train one model together
   through :func:`hacn_core.engine.training.fit`, rank 0 alone writes checkpoints
   and the result, every rank returns rank 0's result, and the run is filed under
-  ``config | {"world_size": n}``.
+  ``config | {"world_size": n}``, plus ``{"backend": "nccl"}`` when the ranks talk
+  through NCCL (CUDA) rather than gloo;
+* ``$HACN_PRECISION`` (it replaces a study's precision: bf16 or fp16 autocast) files
+  a run under ``config | {"run_precision": p}``; ``fp32``, what every study computes
+  in on the CPU, adds nothing.
 
-The defaults add nothing, so the single-process one-thread runs keep their hashes
+The defaults add nothing, so the single-process one-thread fp32 runs keep their hashes
 (the provenance of every committed result says ``1 torch threads``).
-:func:`study_config` strips these keys again.
+:func:`study_config` strips these keys again. What the provenance records beyond
+them (the device, library versions, commit, wall time) describes a run without
+naming another one: a run resumed on another machine is the same run.
 
 Before training, ``run_or_load`` checks that the result's folder and the
 checkpoint folder are writable and have room for a checkpoint
@@ -61,7 +67,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,7 +76,9 @@ RESULTS_ENV = "HACN_RESULTS"
 ALLOW_TRAIN_ENV = "HACN_ALLOW_TRAIN"
 THREADS_ENV = "HACN_THREADS"
 DEFAULT_THREADS = 1  # the book's CPU experiments: one torch thread, bit for bit on any machine
-EXECUTION_KEYS: tuple[str, ...] = ("threads", "world_size")  # added to the filed configuration when not default
+PRECISION_ENV = "HACN_PRECISION"  # read here for the hash; hacn_core.engine.training applies it
+# added to the filed configuration when not default (Execution.hashed)
+EXECUTION_KEYS: tuple[str, ...] = ("threads", "world_size", "backend", "run_precision")
 SCHEMA_VERSION = 1
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_STORE = REPO_ROOT / "results"
@@ -95,6 +103,10 @@ class ResultsRootError(ResultError, FileNotFoundError):
 
 class CorruptResultError(ResultError):
     """A stored file cannot be read or is missing fields."""
+
+
+class UnreadableResultError(ResultError, PermissionError):
+    """A stored file this user may not read (another user's, written without read permission)."""
 
 
 class ResultMismatchError(ResultError):
@@ -122,6 +134,10 @@ class DistributedRunError(ResultError):
     """A run launched by torchrun that cannot be trained by its ranks together."""
 
 
+class ExecutionError(ResultError, ValueError):
+    """A bad setting of how runs execute (``--threads``, ``$HACN_THREADS``, ``$HACN_PRECISION``)."""
+
+
 class RunInProgressError(ResultError):
     """Another live process is training this configuration now (its lock file names it)."""
 
@@ -130,7 +146,25 @@ class RunInProgressError(ResultError):
         self.lock = lock
 
 
+class PausedElsewhereError(ResultError):
+    """The configuration has a paused run (a checkpoint) filed under another execution (other
+    ``--threads``, ``$HACN_PRECISION``, ranks): starting over under this one would leave it behind.
+    The message says how to resume it, or how to move it aside."""
+
+
 LOCK_NAME = "run.lock"
+SKIPPED_EXIT_CODE = 75  # `run` when a configuration was skipped (EX_TEMPFAIL: another process holds it)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without terminal escape codes (colours a library put into its message)."""
+    return _ANSI.sub("", text)
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters with the count of the rest (a value echoed in a message)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
 def pid_alive(pid: int) -> bool:
@@ -141,7 +175,94 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:  # alive, owned by someone else
         return True
+    except (OverflowError, ValueError):  # not a pid at all
+        return False
     return True
+
+
+def process_start_time(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch, 0.01 s resolution); None when unknown.
+
+    Linux: ``/proc/<pid>/stat`` field 22 (clock ticks after boot) plus the boot time
+    (``btime`` of ``/proc/stat``); elsewhere psutil's ``create_time`` where installed.
+    A lock records its owner's start time, so that a pid reused by another process (after a
+    restart, pids start again from 1) is not taken for the owner.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])  # fields after "(comm)": 3 is state, 22 starttime
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return round(boot + ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, StopIteration, IndexError):
+        pass
+    try:
+        import psutil
+
+        return round(psutil.Process(pid).create_time(), 2)
+    except Exception:  # noqa: BLE001 - not installed, no such process, no permission
+        return None
+
+
+def lock_owner(lock: Path) -> dict[str, Any] | None:
+    """The lock's record (``host``, ``pid``, ``since``, ``started``), or None when it cannot be read
+    (a writer died mid-write)."""
+    try:
+        owner = json.loads(lock.read_text())
+        owner["pid"], owner["host"] = int(owner["pid"]), str(owner["host"])
+        return owner
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def lock_holder_alive(owner: Mapping[str, Any] | None) -> bool:
+    """Whether the process a lock record names still holds it.
+
+    Another host's lock counts as held (its processes cannot be seen from here). On this
+    host the pid must be alive *and* be the same process: its start time must be the one
+    recorded (``started``), or, in a lock written before locks recorded it, no later than
+    the lock itself (``since``). A reused pid is therefore a stale lock.
+    """
+    if owner is None:
+        return False
+    pid = owner["pid"]
+    if owner["host"] != platform.node():
+        return True
+    if pid <= 0 or not pid_alive(pid):
+        return False
+    actual = process_start_time(pid)
+    if actual is None:
+        return True  # cannot tell: the pid is alive
+    if owner.get("started") is not None:
+        try:
+            return abs(float(owner["started"]) - actual) < 1.0
+        except (TypeError, ValueError):
+            return False
+    since = _parse_time(owner.get("since"))
+    return since is None or actual <= since.timestamp() + 1.0
+
+
+def _parse_time(text: Any) -> _dt.datetime | None:
+    try:
+        when = _dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
+
+
+def lock_age(owner: Mapping[str, Any], now: _dt.datetime | None = None) -> str:
+    """How long ago a lock was taken, e.g. ``"lock taken 12 min ago"`` (``"lock age unknown"``)."""
+    since = _parse_time(owner.get("since"))
+    if since is None:
+        return "lock age unknown"
+    seconds = max(((now or _dt.datetime.now(_dt.timezone.utc)) - since).total_seconds(), 0.0)
+    return f"lock taken {_age(seconds)} ago"
+
+
+def _age(seconds: float) -> str:
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 172800 else f"{seconds / 86400:.1f} days"
 
 
 @contextlib.contextmanager
@@ -150,29 +271,28 @@ def run_lock(folder: Path, what: str) -> Iterator[Path]:
     :class:`RunInProgressError` instead of training the same configuration twice.
 
     The lock is created with ``O_EXCL`` (atomic on a local file system) and holds
-    the owner's host and pid. A lock left by a process that died (same host, pid
-    gone, e.g. after ``kill -9`` or a power cut) is stale and taken over; the
-    checkpoints beside it are where the new owner resumes from. Released on exit,
-    also when training raises or is interrupted.
+    the owner's host, pid and process start time (:func:`process_start_time`). A
+    lock left by a process that died (same host, pid gone, e.g. after ``kill -9`` or
+    a power cut), or whose pid now belongs to another process (a restart reuses
+    pids), is stale and taken over (:func:`lock_holder_alive`); the checkpoints
+    beside it are where the new owner resumes from. Released on exit, also when
+    training raises or is interrupted.
     """
     folder.mkdir(parents=True, exist_ok=True)
     lock = folder / LOCK_NAME
     me = {"host": platform.node(), "pid": os.getpid(), "since": _dt.datetime.now(_dt.timezone.utc).isoformat(
-        timespec="seconds")}
+        timespec="seconds"), "started": process_start_time(os.getpid())}
     for _ in range(3):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            try:
-                owner = json.loads(lock.read_text())
-                pid, host = int(owner["pid"]), str(owner["host"])
-            except (OSError, ValueError, KeyError, TypeError):
-                owner, pid, host = {}, -1, platform.node()  # unreadable (a writer died mid-write): stale
-            if host != platform.node() or (pid > 0 and pid_alive(pid)):
+            owner = lock_owner(lock)
+            if lock_holder_alive(owner):
+                assert owner is not None
                 raise RunInProgressError(
-                    f"{what} is being trained by pid {pid} on {host} since {owner.get('since', '?')} "
-                    f"(lock {lock}); wait for it, or stop that process. A lock whose process is gone is "
-                    "taken over automatically.", lock) from None
+                    f"{what} is being trained by pid {owner['pid']} on {owner['host']} since "
+                    f"{owner.get('since', '?')} ({lock_age(owner)}; lock {lock}); wait for it, or stop that "
+                    "process. A lock whose process is gone is taken over automatically.", lock) from None
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()  # stale: its process is gone
             continue
@@ -235,9 +355,12 @@ def result_checksum(metrics: Mapping[str, Any], curves: Mapping[str, Any]) -> st
 # ----------------------------------------------------------------------------- how a run executes
 
 
-def requested_threads(threads: int | None = None) -> int:
-    """``threads`` if given, else ``$HACN_THREADS``, else :data:`DEFAULT_THREADS`; a positive integer."""
-    source = "threads"
+def requested_threads(threads: int | None = None, source: str = "threads") -> int:
+    """``threads`` if given, else ``$HACN_THREADS``, else :data:`DEFAULT_THREADS`; a positive integer.
+
+    A bad value raises :class:`ExecutionError` naming ``source`` (the argument, or the flag
+    that gave it, e.g. ``--threads``) or the variable.
+    """
     if threads is None:
         raw = os.environ.get(THREADS_ENV, "").strip()
         if not raw:
@@ -246,10 +369,34 @@ def requested_threads(threads: int | None = None) -> int:
         try:
             threads = int(raw)
         except ValueError:
-            raise ValueError(f"{source}={raw!r} is not an integer; allowed: a positive integer (default 1)") from None
+            raise ExecutionError(f"{source}={shorten(raw)!r} is not an integer; allowed: a positive integer "
+                                 "(default 1)") from None
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"{source}={threads!r} is not allowed; allowed: a positive integer (default 1)")
+        raise ExecutionError(f"{source}={threads!r} is not allowed; allowed: a positive integer (default 1)")
     return threads
+
+
+def requested_precision() -> str | None:
+    """``$HACN_PRECISION`` (``auto``, ``fp32``, ``bf16``, ``fp16``), or None when unset; a bad value raises
+    :class:`ExecutionError`. :func:`hacn_core.engine.training.run_precision` applies it to every fit."""
+    raw = os.environ.get(PRECISION_ENV, "").strip()
+    if not raw:
+        return None
+    from hacn_core.engine.config import PRECISIONS
+
+    if raw not in PRECISIONS:
+        raise ExecutionError(f"${PRECISION_ENV}={shorten(raw)!r} is invalid; allowed: {', '.join(PRECISIONS)}")
+    return raw
+
+
+def planned_backend(world_size: int) -> str | None:
+    """The process-group backend :func:`hacn_core.engine.training.fit` will join under torchrun: NCCL
+    where CUDA is available (a study on ``device="auto"``), gloo otherwise; None for one process."""
+    if world_size <= 1:
+        return None
+    import torch
+
+    return "nccl" if torch.cuda.is_available() else "gloo"
 
 
 @contextlib.contextmanager
@@ -279,25 +426,43 @@ def launched_world() -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Execution:
-    """How a run executes: torch CPU threads and, under torchrun, the ranks.
+    """How a run executes: torch CPU threads, the ``$HACN_PRECISION`` override and, under torchrun,
+    the ranks and their backend.
 
-    ``backend`` (``gloo``/``nccl``) is known once :func:`~hacn_core.engine.training.fit`
-    joined the process group; ``None`` before and for a single process.
+    ``backend`` (``gloo``/``nccl``) is planned from the machine (:func:`planned_backend`) and
+    known once :func:`~hacn_core.engine.training.fit` joined the process group; ``None`` for a
+    single process. ``precision`` is ``$HACN_PRECISION`` (None: each study's own).
     """
 
     threads: int = DEFAULT_THREADS
     world_size: int = 1
     rank: int = 0
     backend: str | None = None
+    precision: str | None = None
 
-    def hashed(self) -> dict[str, int]:
-        """The entries added to the filed configuration: only those that differ from the default."""
-        extra = {}
+    def hashed(self) -> dict[str, Any]:
+        """The entries added to the filed configuration: only those that differ from the default
+        (one thread, one process, gloo between ranks, each study's precision or fp32)."""
+        extra: dict[str, Any] = {}
         if self.threads != DEFAULT_THREADS:
             extra["threads"] = self.threads
         if self.world_size > 1:
             extra["world_size"] = self.world_size
+            if self.backend not in (None, "gloo"):
+                extra["backend"] = self.backend
+        if self.precision not in (None, "fp32"):
+            extra["run_precision"] = self.precision
         return extra
+
+    def flags(self) -> str:
+        """How to start a run with this execution from the command line, e.g. ``--threads 2``
+        (``HACN_PRECISION=bf16 ... --threads 2``; ``torchrun --nproc_per_node 2`` for ranks)."""
+        parts = [f"--threads {self.threads}"]
+        if self.precision is not None:
+            parts.insert(0, f"HACN_PRECISION={self.precision}")
+        if self.world_size > 1:
+            parts.insert(0, f"torchrun --nproc_per_node {self.world_size}")
+        return " ".join(parts)
 
     def provenance(self) -> dict[str, Any]:
         record: dict[str, Any] = {"threads": self.threads, "world_size": self.world_size}
@@ -307,9 +472,10 @@ class Execution:
 
 
 def planned_execution(threads: int | None = None) -> Execution:
-    """The execution a run about to start will have: :func:`requested_threads` and torchrun's world."""
+    """The execution a run about to start will have: :func:`requested_threads`, ``$HACN_PRECISION``,
+    torchrun's world and its backend (:func:`planned_backend`)."""
     world, rank = launched_world()
-    return Execution(requested_threads(threads), world, rank)
+    return Execution(requested_threads(threads), world, rank, planned_backend(world), requested_precision())
 
 
 def current_execution() -> Execution:
@@ -322,7 +488,7 @@ def current_execution() -> Execution:
     threads = current_threads()
     world, _ = launched_world()
     if world <= 1:
-        return Execution(threads)
+        return Execution(threads, precision=requested_precision())
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
@@ -331,7 +497,7 @@ def current_execution() -> Execution:
             "not train through hacn_core.engine.training.fit, so each rank trained the run alone. Nothing was "
             "stored; run this experiment without torchrun."
         )
-    return Execution(threads, dist.get_world_size(), dist.get_rank(), dist.get_backend())
+    return Execution(threads, dist.get_world_size(), dist.get_rank(), dist.get_backend(), requested_precision())
 
 
 def filed_config(config: Mapping[str, Any], execution: Execution) -> dict[str, Any]:
@@ -345,6 +511,57 @@ def filed_config(config: Mapping[str, Any], execution: Execution) -> dict[str, A
 def study_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """A filed configuration without the execution entries: the configuration the study generated."""
     return {k: v for k, v in config.items() if k not in EXECUTION_KEYS}
+
+
+_CHECKPOINT_FILE = "last.pt"  # hacn_core.engine.checkpoint.CHECKPOINT_NAME (that module imports torch)
+
+
+def _other_executions() -> Iterator[Execution]:
+    """The executions :func:`paused_elsewhere` tries: 1-128 threads, each precision override, one process or
+    2, 4, 8 ranks (gloo or NCCL)."""
+    worlds = [(1, None)] + [(w, b) for w in (2, 4, 8) for b in ("gloo", "nccl")]
+    for world, backend in worlds:
+        for precision in (None, "bf16", "fp16", "auto"):
+            for threads in range(1, 129):
+                yield Execution(threads, world, 0, backend, precision)
+
+
+def paused_elsewhere(store: ResultsStore, experiment: str, config: Mapping[str, Any],
+                     plan: Execution) -> list[tuple[Path, Execution]]:
+    """The checkpoint folders of the study configuration ``config`` filed under another execution than
+    ``plan`` (other threads, precision or ranks), each with that execution; ``[]`` when there are none.
+
+    A run is filed under how it executes, so a run paused under ``--threads 2`` and started again
+    under one thread would start over under another hash. ``run`` and ``status`` look here to say how
+    to resume it instead. Only folders holding a checkpoint count.
+    """
+    root = store.root / ".checkpoints" / experiment
+    own = config_hash(filed_config(config, plan))
+    try:
+        folders = {p.name: p for p in root.iterdir()
+                   if p.name != own and p.is_dir() and (p / _CHECKPOINT_FILE).is_file()}
+    except OSError:
+        return []
+    found = []
+    base = filed_config(config, Execution())
+    for execution in _other_executions() if folders else ():
+        folder = folders.pop(config_hash(base | execution.hashed()), None)
+        if folder is not None:
+            found.append((folder, execution))
+            if not folders:
+                break
+    return found
+
+
+def paused_elsewhere_message(experiment: str, config: Mapping[str, Any], plan: Execution,
+                             others: Sequence[tuple[Path, Execution]]) -> str:
+    """What ``run`` says (and raises as :class:`PausedElsewhereError`) when :func:`paused_elsewhere` found runs."""
+    folder, execution = others[0]
+    aside = folder.with_name(folder.name + ".aside")
+    return (f"{experiment} (config hash {config_hash(filed_config(config, plan))}, started with {plan.flags()}) has "
+            f"a paused run under {execution.flags()} in {folder}: to resume it, run the same command with "
+            f"{execution.flags()} (the threads, precision and ranks of a run are part of its identity); to start "
+            f"over with {plan.flags()} instead, move it aside first: mv {folder} {aside}")
 
 
 @dataclass
@@ -481,8 +698,13 @@ class ResultsStore:
         path = Path(path)
         try:
             raw = path.read_bytes()
+        except PermissionError as err:  # intact, but not this user's to read: moving it aside is no fix
+            raise UnreadableResultError(
+                f"{path}: this user may not read it (permission denied; mode {_mode(path)}). Ask its owner to "
+                f"make it readable (chmod a+r {path}) or read the store as that user.") from err
+        try:
             data = json.loads(raw.decode("utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise CorruptResultError(
                 f"{path}: cannot be read as a result ({type(err).__name__}: {err}). "
                 "Move it aside (or restore it from git) and run the experiment again."
@@ -496,12 +718,13 @@ class ResultsStore:
         if seen in _VERIFIED_READS or (not checksum and seen[:2] + (True,) in _VERIFIED_READS):
             return result
         actual = config_hash(result.config)
-        if actual != result.config_hash or (path.stem != actual and path.name != PENDING_NAME):
+        pending = path.name == PENDING_NAME or path.name.startswith("hacn-pending-")  # not filed: waiting
+        if actual != result.config_hash or (path.stem != actual and not pending):
             raise ResultMismatchError(
                 f"{path}: its configuration hashes to {actual}, but the file records {result.config_hash} "
                 f"and is named {path.stem}. It was edited or misfiled; restore it from git or move it aside."
             )
-        if path.parent.name != result.experiment and path.name != PENDING_NAME:
+        if path.parent.name != result.experiment and not pending:
             raise ResultMismatchError(
                 f"{path}: records experiment {result.experiment!r} but is filed under {path.parent.name!r}"
             )
@@ -532,12 +755,16 @@ class ResultsStore:
         write_atomic(path, result.to_json())
         return path
 
-    def iter_results(self, experiment: str | None = None) -> Iterator[RunResult]:
+    def iter_results(self, experiment: str | None = None, *,
+                     damaged: list[tuple[Path, str]] | None = None) -> Iterator[RunResult]:
         """Every stored result (of one experiment, if given), in file-name order.
 
         A result file is named ``<config hash>.json``; any other JSON in an
         experiment's folder (a user's ``summary.json``) is skipped with a warning
-        naming it. A result file that is damaged still raises.
+        naming it. A result file that is damaged (or another JSON named like one)
+        raises; with a ``damaged`` list it is appended there as ``(path, message)``
+        and skipped with a one-line warning instead, so that one bad file costs its
+        own run, not everything read with it (the ledger).
         """
         if not self.root.is_dir():
             return
@@ -552,7 +779,16 @@ class ResultsStore:
                     warnings.warn(f"{path}: not a result file (results are named <16-hex config hash>.json); "
                                   "skipped", stacklevel=2)
                     continue
-                yield self.read(path)
+                if damaged is None:
+                    yield self.read(path)
+                    continue
+                try:
+                    result = self.read(path)
+                except ResultError as err:
+                    damaged.append((path, str(err)))
+                    warnings.warn(f"skipped a damaged result: {err}", stacklevel=2)
+                    continue
+                yield result
 
     def checkpoint_dir(self, experiment: str, config: Mapping[str, Any]) -> Path:
         """Where an unfinished run keeps its checkpoints: ``<store>/.checkpoints/...``.
@@ -634,11 +870,68 @@ def _result_text(data: Mapping[str, Any]) -> str:
     return json.dumps(data, indent=1, sort_keys=True, allow_nan=True) + "\n"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in its folder, fsync and rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+def _mode(path: Path) -> str:
     try:
+        return oct(path.stat().st_mode & 0o777)
+    except OSError:
+        return "unknown"
+
+
+def current_umask() -> int:
+    """The process's umask (``/proc/self/status`` on Linux; elsewhere set and restored at once)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def temporary_name(path: Path) -> str:
+    """The prefix of a temporary file that becomes ``path``: ``.<name>.tmp-<host>-<pid>-`` (the writer named,
+    so that :func:`remove_stale_temporaries` can tell a dead writer's file from a live one's)."""
+    return f".{path.name}.tmp-{platform.node()}-{os.getpid()}-"
+
+
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<host>.*)-(?P<pid>\d+)-[^-]*$")
+
+
+def remove_stale_temporaries(folder: Path, name: str | None = None) -> int:
+    """Remove the temporary files in ``folder`` (of target ``name``, or all) that a writer on this host left
+    when it was killed mid-write (:func:`temporary_name`; its pid gone); return the bytes freed."""
+    freed = 0
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return 0
+    for path in entries:
+        match = _TEMPORARY.match(path.name)
+        if match is None or (name is not None and match["name"] != name) or match["host"] != platform.node():
+            continue
+        if int(match["pid"]) == os.getpid() or pid_alive(int(match["pid"])):
+            continue
+        with contextlib.suppress(OSError):
+            size = path.stat().st_size
+            path.unlink()
+            freed += size
+    return freed
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in its folder, fsync and rename.
+
+    The file gets the mode a plain ``open`` would give it (``0o666`` less the umask), so
+    that the other users of a shared store (a book build run as another user) can read
+    it; a temporary file left by a writer killed mid-write is removed first.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path.parent, path.name)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path), suffix="")
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp creates 0o600
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -654,9 +947,14 @@ def write_atomic(path: Path, text: str) -> None:
 
 def checkpoint_estimate(store: ResultsStore, experiment: str) -> int:
     """Bytes to ask for a checkpoint of ``experiment``: twice its largest existing checkpoint in
-    ``store`` (an atomic write holds the old and the new one), else :data:`CHECKPOINT_ESTIMATE_BYTES`."""
+    ``store`` (an atomic write holds the old and the new one), else :data:`CHECKPOINT_ESTIMATE_BYTES`.
+    A checkpoint's temporary file (``.last.pt.tmp-...``, a full-size copy while it is written) counts as one."""
     folder = store.root / ".checkpoints" / experiment
-    sizes = [p.stat().st_size for p in folder.glob("*/*.pt")] if folder.is_dir() else []
+    sizes = []
+    for path in folder.glob("*/*") if folder.is_dir() else ():
+        if path.suffix == ".pt" or (_TEMPORARY.match(path.name) and ".pt.tmp-" in path.name):
+            with contextlib.suppress(OSError):
+                sizes.append(path.stat().st_size)
     return 2 * max(sizes) if sizes else CHECKPOINT_ESTIMATE_BYTES
 
 
@@ -704,9 +1002,11 @@ def check_can_store(store: ResultsStore, experiment: str, config: Mapping[str, A
             f"smoke runs are never stored in the committed {COMMITTED_STORE}; give another store "
             f"(--results DIR or ${RESULTS_ENV}), or none to use {SMOKE_STORE}"
         )
+    remove_stale_temporaries(store.root / experiment)  # a result write killed midway: its file is no result
+    checkpoints = store.checkpoint_dir(experiment, config)
+    remove_stale_temporaries(checkpoints)  # a checkpoint write killed midway: room for this one
     check_folder(store.root / experiment, RESULT_ESTIMATE_BYTES, "results folder")
-    check_folder(store.checkpoint_dir(experiment, config), checkpoint_estimate(store, experiment),
-                 "checkpoint folder")
+    check_folder(checkpoints, checkpoint_estimate(store, experiment), "checkpoint folder")
 
 
 def stored_or_pending(store: ResultsStore, experiment: str, config: Mapping[str, Any], *,
@@ -720,12 +1020,19 @@ def stored_or_pending(store: ResultsStore, experiment: str, config: Mapping[str,
     sees the same result.
     """
     pending = store.pending_path(experiment, config)
+    spare = spare_pending_path(experiment, config)  # where it waits when the checkpoint folder took nothing
+    if not pending.is_file() and spare.is_file():
+        pending = spare
     if rank != 0:
         if pending.is_file():
             return _read_pending(store, pending, experiment, config)
         return store.load(experiment, config)
     found = store.load(experiment, config)
     if found is not None or not pending.is_file():
+        if found is not None and spare.is_file():
+            with contextlib.suppress(OSError, ResultError):  # a copy of what is stored now: debris
+                if _read_pending(store, spare, experiment, config).checksum == found.checksum:
+                    spare.unlink()
         return found
     result = _read_pending(store, pending, experiment, config)
     try:
@@ -736,8 +1043,15 @@ def stored_or_pending(store: ResultsStore, experiment: str, config: Mapping[str,
             f"{store.path_for(experiment, config)} ({type(err).__name__}: {err}); fix that folder and rerun",
             pending,
         ) from err
-    shutil.rmtree(pending.parent, ignore_errors=True)  # the stored result supersedes the checkpoints
+    shutil.rmtree(store.checkpoint_dir(experiment, config), ignore_errors=True)  # the result supersedes them
+    spare.unlink(missing_ok=True)
     return result
+
+
+def spare_pending_path(experiment: str, config: Mapping[str, Any]) -> Path:
+    """Where a trained result waits when neither its results folder nor its checkpoint folder took it:
+    ``<tmp>/hacn-pending-<experiment>-<hash>.json`` (:func:`stored_or_pending` finds it there too)."""
+    return Path(tempfile.gettempdir()) / f"hacn-pending-{experiment}-{config_hash(config)}.json"
 
 
 def _read_pending(store: ResultsStore, pending: Path, experiment: str, config: Mapping[str, Any]) -> RunResult:
@@ -758,7 +1072,7 @@ def _save_or_keep_pending(store: ResultsStore, result: RunResult) -> RunResult:
         try:
             write_atomic(pending, result.to_json())
         except OSError:
-            pending = Path(tempfile.gettempdir()) / f"hacn-pending-{result.experiment}-{result.config_hash}.json"
+            pending = spare_pending_path(result.experiment, result.config)
             try:
                 write_atomic(pending, result.to_json())
             except OSError:
@@ -769,9 +1083,8 @@ def _save_or_keep_pending(store: ResultsStore, result: RunResult) -> RunResult:
             where = (f"and is kept, with the checkpoints, in {pending}. Fix the folder and run the same command "
                      "again: it stores this result without training")
         else:
-            where = (f"and is kept in {pending}. Fix the folder, copy that file to "
-                     f"{store.pending_path(result.experiment, result.config)} and run the same command again: "
-                     "it stores this result without training")
+            where = (f"and is kept in {pending}. Fix the folder and run the same command again: it stores this "
+                     "result without training")
         raise PendingResultError(f"the result of {result.experiment} could not be written to {target} "
                                  f"({type(err).__name__}: {err}) {where}.", pending, result) from err
 
@@ -838,9 +1151,13 @@ def _run_or_load(experiment: str, config: Mapping[str, Any], train: TrainFn, *, 
             f"and training is disabled ({ALLOW_TRAIN_ENV}=0). Produce it with: "
             f"python -m hacn_core run {experiment} --profile {profile or 'book'}{threads}"
         )
-    if plan.rank == 0:  # the other ranks write nothing
-        check_can_store(store, experiment, filed, profile)
     context = RunContext(experiment, store.checkpoint_dir(experiment, filed), progress)
+    if plan.rank == 0:  # the other ranks write nothing
+        if not (context.checkpoint_dir / _CHECKPOINT_FILE).exists():
+            others = paused_elsewhere(store, experiment, config, plan)
+            if others:
+                raise PausedElsewhereError(paused_elsewhere_message(experiment, config, plan, others))
+        check_can_store(store, experiment, filed, profile)
     if plan.rank != 0:
         return _train_and_store(experiment, config, train, context, store, profile)
     with run_lock(context.checkpoint_dir, f"{experiment} (config hash {config_hash(filed)})"):

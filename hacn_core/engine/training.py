@@ -38,10 +38,11 @@ Checkpoint cadence
 
 Signals
     During ``fit`` (handlers installed by the main thread, the previous ones
-    restored on return), SIGINT (Ctrl-C) and SIGTERM (a cluster scheduler, a
-    closing terminal) let the current optimizer step finish, write ``last.pt``
-    (rank 0) and raise :class:`TrainingInterrupted` with the signal's name, the
-    checkpoint and the conventional exit code (130, 143); its one-line message
+    restored on return), SIGINT (Ctrl-C), SIGTERM (a cluster scheduler) and
+    SIGHUP (a closing terminal or ssh connection) let the current optimizer step
+    finish, write ``last.pt`` (rank 0) and raise :class:`TrainingInterrupted` with
+    the signal's name, the checkpoint and the conventional exit code (130, 143,
+    129); its one-line message
     says how to resume: run the same command again. A second signal stops at
     once and keeps the last checkpoint. SIGKILL cannot be caught: the run
     resumes from the last periodic checkpoint.
@@ -187,7 +188,8 @@ __all__ = [
 ]
 
 QUIET_ENV = "HACN_QUIET"
-STOP_SIGNALS: tuple[str, ...] = ("SIGINT", "SIGTERM")  # what fit turns into TrainingInterrupted
+# what fit turns into TrainingInterrupted: Ctrl-C, a scheduler's stop, a closing terminal or ssh connection
+STOP_SIGNALS: tuple[str, ...] = tuple(name for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 _ACCEL_SYNC_EVERY = 32  # steps between host reads of the loss on accelerators
 _DDP_POLL_EVERY = 16  # steps between the ranks' agreements on "checkpoint now" / "stop now"
 # Fields that may differ between a checkpoint and the resuming run: they change
@@ -220,12 +222,12 @@ class NonFiniteLossError(RuntimeError):
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM stopped :func:`fit`; the state was saved to resume from.
+    """SIGINT, SIGTERM or SIGHUP stopped :func:`fit`; the state was saved to resume from.
 
-    ``signal`` is the signal's name (``"SIGINT"``, ``"SIGTERM"``), ``checkpoint``
+    ``signal`` is the signal's name (``"SIGINT"``, ``"SIGTERM"``, ``"SIGHUP"``), ``checkpoint``
     the ``last.pt`` to resume from (None without a ``checkpoint_dir``),
     ``step`` the optimizer steps it holds, ``exit_code`` the shell's convention
-    for a process ended by that signal (128 + its number: 130, 143).
+    for a process ended by that signal (128 + its number: 130, 143, 129).
     ``saved`` is False after a second signal, which stops at once: ``checkpoint``
     is then the last periodic one (at an earlier step). A subclass of
     ``KeyboardInterrupt``, so ``except Exception`` does not swallow it. The
@@ -759,7 +761,7 @@ class _Run:
                      for s in range(self.S)]
         self.ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.cadence = checkpoint_cadence(cfg)
-        self.stop_signal: int | None = None  # set by the SIGINT / SIGTERM handler of fit
+        self.stop_signal: int | None = None  # set by the SIGINT / SIGTERM / SIGHUP handler of fit
         self.quiet = _quiet(progress) or self.rank != 0
         self.sync_every = cfg.sync_every or (1 if self.device.type == "cpu" else _ACCEL_SYNC_EVERY)
         # callbacks
@@ -926,7 +928,7 @@ class _Run:
         self.epoch_trigger = gap if cad.default else None
 
     def on_signal(self, signum: int, frame: Any) -> None:
-        """The SIGINT / SIGTERM handler: stop after the current step; a second signal stops at once."""
+        """The SIGINT / SIGTERM / SIGHUP handler: stop after the current step; a second signal stops at once."""
         if self.stop_signal is None:
             self.stop_signal = signum
             return
@@ -1203,7 +1205,7 @@ class _Run:
             if ckpt_every is not None and self.global_step % ckpt_every == 0:
                 self._checkpoint()
             if poll_every == 1 or self.global_step % poll_every == 0:
-                poll()  # a checkpoint when due; after SIGINT / SIGTERM, save and raise TrainingInterrupted
+                poll()  # a checkpoint when due; after SIGINT / SIGTERM / SIGHUP, save and raise TrainingInterrupted
             if bar is not None and time.monotonic() - self.bar_time > 0.5:
                 self._update_bar()
 
@@ -1279,7 +1281,8 @@ def _init_distributed(device_spec: str) -> tuple[int, int, int | None]:
 
 @contextlib.contextmanager
 def stop_on_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:
-    """``handler`` for SIGINT and SIGTERM while the block runs, the previous handlers after it.
+    """``handler`` for SIGINT, SIGTERM and SIGHUP (:data:`STOP_SIGNALS`) while the block runs, the previous
+    handlers after it.
 
     Only the main thread may install handlers: elsewhere (a training thread) the
     block runs with the process's handlers unchanged.
@@ -1353,7 +1356,7 @@ def fit(model: nn.Module, train: Any, config: TrainConfig | Mapping[str, Any], *
         every 60 s, whichever comes first, about 1% of the time at most (plus every
         ``checkpoint_every_steps`` steps / ``checkpoint_every_minutes`` minutes
         where set); ``$HACN_CHECKPOINT_EVERY`` (``60s``, ``5m``, ``500steps``)
-        replaces that cadence. Always at the end and on SIGINT / SIGTERM. If it
+        replaces that cadence. Always at the end and on SIGINT / SIGTERM / SIGHUP. If it
         exists, the run resumes from it; a finished run is not trained again.
     progress
         tqdm progress bar with loss and throughput; off when False or when
@@ -1361,7 +1364,7 @@ def fit(model: nn.Module, train: Any, config: TrainConfig | Mapping[str, Any], *
 
     Raises :class:`NonFiniteLossError` when the loss becomes NaN/inf (after
     saving ``nonfinite.pt`` in ``checkpoint_dir``, or in a temporary folder
-    named in the message), :class:`TrainingInterrupted` on SIGINT / SIGTERM
+    named in the message), :class:`TrainingInterrupted` on SIGINT / SIGTERM / SIGHUP
     (after saving ``last.pt``), :class:`CorruptCheckpointError` for a
     ``last.pt`` that cannot be resumed from, and :class:`TrainConfigError`
     for a configuration that cannot work with the given data.
