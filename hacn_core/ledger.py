@@ -31,19 +31,24 @@ cover every comparison exactly once: with ``h <= tol`` the tolerance decides; wi
 lies inside our interval would call 36 (28), n=3 "reproduced" against a paper's 1.36:
 a wide interval holds anything, so it can only withhold a verdict, never give one.)
 
-Status of a row:
+Two verdicts per row. ``status`` is the verdict **at the paper's own setting**:
 
 ``reproduced``, ``differs``, ``inconclusive``  runs at the paper's own setting, compared as above
 ``run``              runs at the paper's own setting; the paper gives no number or the link no tolerance
-``exact``            the chapter shows the item exactly: an equation implemented and checked by the
-                     tests the row names (no stored run needed)
-``shown``            a figure the chapter draws from stored runs (or from the library alone), which has
-                     no single number to compare
-``scaled analogue``  runs exist, at a scaled setting (other data or budget): not comparable number for number
-``not run``          nothing stored or checked yet
+``exact``            an equation, count or configuration the tests named in the row check exactly
+``shown``            a figure drawn at the paper's own setting (from its runs, or from the library alone),
+                     with no single number to compare
+``quoted``           a number the paper quotes from another paper: not a claim of this paper, and not
+                     among the items to reproduce
+``not run``          not run at the paper's setting: the row's ``needs`` says what it takes (a download, a
+                     GPU budget)
 
-A number compared by a link wins over ``exact`` and ``shown``. Every row links to
-the chapter (and section) that shows it: :func:`chapter_href`.
+``analogue`` is the verdict **on the offline analogue** a chapter runs (other data, a smaller model or
+budget), where one exists: ``holds`` / ``does not hold`` / ``cannot be told`` for a claim the chapter's
+claims table judges (:mod:`hacn_core.analogues`), ``shown`` for a value or a figure the chapter shows
+beside the paper's without a claim; with our value on the analogue, its spread, n and the analogue's
+setting. A number compared by a link wins over ``exact`` and ``shown``. Every row links to the chapter
+(and section) that shows it: :func:`chapter_href`.
 """
 
 from __future__ import annotations
@@ -63,38 +68,78 @@ from typing import Any
 
 import numpy as np
 
+from hacn_core.analogues import VERDICTS as ANALOGUE_VERDICTS
+from hacn_core.analogues import Finding, findings
 from hacn_core.catalog import registry
-from hacn_core.engine.items import Place
+from hacn_core.engine.items import W_LIT, Place
 from hacn_core.engine.registry import Experiment, Link, matches
 from hacn_core.engine.results import ResultsStore, RunResult, config_hash, study_config
 from hacn_core.engine.stats import Estimate, estimate
+from hacn_core.engine.tables import quantity_text, unit_decimals
 from hacn_core.paper_items import PAPER_ITEMS, PaperItem
 
-STATUSES: tuple[str, ...] = ("reproduced", "differs", "inconclusive", "run", "exact", "shown", "scaled analogue",
-                             "not run")
-#: Colour of each status on the ledger page (text is white on all but the last).
+STATUSES: tuple[str, ...] = ("reproduced", "differs", "inconclusive", "run", "exact", "shown", "quoted", "not run")
+#: the statuses of a comparison with the paper's own number
+COMPARED_STATUSES: tuple[str, ...] = ("reproduced", "differs", "inconclusive")
+#: the verdicts on a chapter's offline analogue (:mod:`hacn_core.analogues`), and "" for none
+ANALOGUE_STATUSES: tuple[str, ...] = ANALOGUE_VERDICTS
+#: the paper-setting statuses that count among the items to reproduce (a quote of another paper does not)
+TO_REPRODUCE: tuple[str, ...] = tuple(s for s in STATUSES if s != "quoted")
+#: Colour of each status on the ledger page (text is white on all but "not run").
 STATUS_COLOURS: dict[str, str] = {
     "reproduced": "#1a7f37", "differs": "#cf222e", "inconclusive": "#9a6700", "run": "#0969da",
-    "exact": "#8250df", "shown": "#1b7c83", "scaled analogue": "#bc4c00", "not run": "#d0d7de",
+    "exact": "#8250df", "shown": "#1b7c83", "quoted": "#57606a", "not run": "#d0d7de",
+    "holds": "#1a7f37", "does not hold": "#cf222e", "cannot be told": "#9a6700",
 }
 #: What each status means, for the page's legend.
 STATUS_MEANING: dict[str, str] = {
-    "reproduced": "paper setting; within the tolerance, and our 95% interval no wider than it",
-    "differs": "paper setting; outside the tolerance, and the paper's value outside our 95% interval",
-    "inconclusive": "paper setting; our 95% interval is wider than the tolerance and holds the paper's value",
-    "run": "paper setting; the paper gives no number, or no tolerance can be defended",
-    "exact": "the chapter shows it exactly: implemented and checked by the named tests",
-    "shown": "a figure the chapter draws, with no single number to compare",
-    "scaled analogue": "runs at a scaled setting: not comparable number for number",
-    "not run": "nothing stored or checked yet",
+    "reproduced": "within the tolerance, and our 95% interval no wider than it",
+    "differs": "outside the tolerance, and the paper's value outside our 95% interval",
+    "inconclusive": "our 95% interval is wider than the tolerance and holds the paper's value",
+    "run": "run; the paper gives no number, or no tolerance can be defended",
+    "exact": "checked exactly by the tests the row names",
+    "shown": "a figure drawn, with no single number to compare",
+    "quoted": "a result the paper quotes from another paper: not a claim of this paper",
+    "not run": "not run at the paper's setting (the row says what it needs)",
+}
+#: What each analogue verdict means.
+ANALOGUE_MEANING: dict[str, str] = {
+    "holds": "the chapter's claims table finds the paper's claim holds on the analogue",
+    "does not hold": "the claim's opposite holds on the analogue (the 95% interval says so)",
+    "cannot be told": "the analogue's 95% interval cannot tell",
+    "shown": "our value or figure on the analogue, beside the paper's, with no claim judged",
 }
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"  # the chapters (for their titles)
 
 
 @dataclass(frozen=True)
+class Analogue:
+    """What a chapter shows of an item on its offline analogue: ``status`` (:data:`ANALOGUE_STATUSES`),
+    our values on it (one per seed, in ``unit``), the analogue's ``setting``, and ``evidence``: one
+    sentence per claim that judges the item ("holds (public code's rule): Γ, 10 − 2 classes: +0.094 ± 0.078")."""
+
+    status: str
+    values: tuple[float, ...] = ()
+    unit: str = ""
+    setting: str = ""
+    experiment: str = ""
+    evidence: tuple[str, ...] = ()
+    claims: tuple[Finding, ...] = ()  # the chapters' claims behind ``evidence``, in order
+
+    @property
+    def ours(self) -> Estimate | None:
+        return estimate(self.values) if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        return float(np.std(self.values, ddof=1)) if len(self.values) > 1 else None
+
+
+@dataclass(frozen=True)
 class LedgerRow:
     """One row of the ledger. ``values``: our value of each chosen run (in the paper's unit), whose
-    mean and 95% confidence interval ``ours`` is; ``tolerance`` the link's; ``verdict`` why the status."""
+    mean and 95% confidence interval ``ours`` is; ``tolerance`` the link's; ``verdict`` why the status;
+    ``analogue`` the chapter's offline analogue of the item, if any."""
 
     item: PaperItem
     ours: Estimate | None
@@ -105,6 +150,8 @@ class LedgerRow:
     values: tuple[float, ...] = ()
     tolerance: float | None = None
     verdict: str = ""
+    analogue: Analogue | None = None
+    unit: str = ""  # the unit of ``values``: the item's, or the link's for an item without one
 
     @property
     def std(self) -> float | None:
@@ -117,6 +164,16 @@ class LedgerRow:
         if self.ours is None or self.ours.n < 2 or not math.isfinite(self.ours.half_width):
             return None
         return self.ours.mean - self.ours.half_width, self.ours.mean + self.ours.half_width
+
+    @property
+    def analogue_status(self) -> str:
+        """The analogue verdict, "" when no chapter shows the item on an analogue."""
+        return self.analogue.status if self.analogue else ""
+
+    @property
+    def needs(self) -> str:
+        """What running the item at the paper's setting takes (a row "not run" there): the item's ``where``."""
+        return self.item.where if self.status == "not run" else ""
 
 
 def compare(ours: Estimate, paper: float, tolerance: float) -> tuple[str, str]:
@@ -204,20 +261,22 @@ def _link_row(item: PaperItem, experiment: Experiment, link: Link, stored: _Stor
     else:
         status, why = compare(ours, item.paper_value, link.tolerance)
     seeds = tuple(sorted({int(r.seed) for r in chosen if r.seed is not None}))
-    return LedgerRow(item, ours, seeds, setting, status, experiment.id, values, link.tolerance, why)
+    return LedgerRow(item, ours, seeds, setting, status, experiment.id, values, link.tolerance, why,
+                     unit=link.unit or item.unit)
 
 
 def _book_row(item: PaperItem, place: Place, experiments: dict[str, Experiment], stored: _StoredRuns) -> LedgerRow:
-    """The row of an item no link compares: "exact", "shown" or still "not run", from where the book shows it."""
+    """The row of an item no link compares: "exact", "shown" or "not run" at the paper's setting, from where
+    the book shows it; a figure drawn from runs at a scaled setting is "shown" on the analogue."""
     if place.checked_by:
         return LedgerRow(item, None, (), "checked exactly by " + "; ".join(place.checked_by), "exact",
-                         verdict="an equation implemented and checked against a hand computation")
+                         verdict="implemented and checked against the paper's value or a hand computation")
     if place.drawn_from is None:
         return LedgerRow(item, None, (), "", "not run")
     if not place.drawn_from:
         return LedgerRow(item, None, (), "drawn from the library (no stored run needed)", "shown",
                          verdict="a figure: no single number to compare")
-    parts, drawn = [], []
+    paper_parts, scaled_parts, drawn = [], [], []
     for experiment_id in place.drawn_from:
         experiment = experiments[experiment_id]
         runs = one_per_setting(stored.runs(experiment))
@@ -227,22 +286,60 @@ def _book_row(item: PaperItem, place: Place, experiments: dict[str, Experiment],
         chosen = at_paper or runs
         drawn.append(experiment_id)
         seeds = sorted({int(r.seed) for r in chosen if r.seed is not None})
-        parts.append(f"{experiment_id}: {len(chosen)} stored runs (seeds {', '.join(map(str, seeds))}), "
-                     f"{_setting(experiment, chosen, bool(at_paper))}")
+        text = (f"{experiment_id}: {len(chosen)} stored runs (seeds {', '.join(map(str, seeds))}), "
+                f"{_setting(experiment, chosen, bool(at_paper))}")
+        (paper_parts if at_paper else scaled_parts).append(text)
     if not drawn:
         return LedgerRow(item, None, (), "", "not run", ", ".join(place.drawn_from))
-    # no number, so no seeds: the setting says how many runs the figure (or table cell) draws
-    verdict = ("a figure drawn from stored runs: no single number to compare" if item.item.startswith("Fig.") else
-               "a table cell the chapter computes from stored runs (model selection over arms or folds), beside "
-               "the paper's number: no single link to compare")
-    return LedgerRow(item, None, (), "drawn from " + "; ".join(parts), "shown", ", ".join(drawn), verdict=verdict)
+    figure = item.item.startswith("Fig.")
+    why = ("a figure drawn from stored runs: no single number to compare" if figure else
+           "a table cell the chapter computes from stored runs (model selection over arms or folds), beside "
+           "the paper's number: no single link to compare")
+    if paper_parts:
+        return LedgerRow(item, None, (), "drawn from " + "; ".join(paper_parts), "shown", ", ".join(drawn),
+                         verdict=why)
+    analogue = Analogue("shown", setting="drawn from " + "; ".join(scaled_parts), experiment=", ".join(drawn))
+    return LedgerRow(item, None, (), "", "not run", ", ".join(drawn), verdict=why, analogue=analogue)
 
 
 # When several experiments reproduce one item, the row shows the most faithful one.
 _PREFERENCE = {"reproduced": 0, "differs": 0, "inconclusive": 0, "run": 0, "scaled analogue": 1, "not run": 2}
 
 
+def _as_analogue(row: LedgerRow) -> LedgerRow:
+    """A link row whose runs are at a scaled setting: "not run" at the paper's setting, "shown" on the analogue
+    with the link's values."""
+    analogue = Analogue("shown", row.values, row.unit or row.item.unit, row.setting, row.experiment)
+    return LedgerRow(row.item, None, (), "", "not run", row.experiment, tolerance=row.tolerance,
+                     verdict="a scaled setting: not comparable with the paper's number", analogue=analogue)
+
+
+def _with_findings(row: LedgerRow, found: Sequence[Finding], settings: dict[str, str]) -> LedgerRow:
+    """``row`` with the chapters' findings on the analogue (:mod:`hacn_core.analogues`): the first claim's verdict
+    (the paper's equation comes first where a chapter judges several rules), our values from the row's link or the
+    first finding that has some, and one line of evidence per claim."""
+    if not found:
+        return row
+    base = row.analogue or Analogue("shown")
+    values, unit, experiment = base.values, base.unit, base.experiment
+    if not values:
+        first = next((f for f in found if f.values), None)
+        if first is not None:
+            values, unit, experiment = first.values, first.unit, first.experiment
+    experiment = experiment or found[0].experiment
+    claims = [f for f in found if f.verdict != "shown"]
+    status = claims[0].verdict if claims else "shown"
+    evidence = tuple(dict.fromkeys(
+        f"{f.verdict}{f' ({f.under})' if f.under else ''}: {f.claim} — {f.evidence}" for f in claims))
+    setting = base.setting or "; ".join(settings.get(e, e) for e in experiment.split(", ") if e)
+    analogue = Analogue(status, tuple(values), unit, setting, experiment, evidence, tuple(claims))
+    return LedgerRow(row.item, row.ours, row.seeds, row.setting, row.status, row.experiment, row.values,
+                     row.tolerance, row.verdict, analogue, row.unit)
+
+
 def _row(item: PaperItem, experiments: dict[str, Experiment], stored: _StoredRuns) -> LedgerRow:
+    if item.where == W_LIT:
+        return LedgerRow(item, None, (), "", "quoted", verdict="a result the paper quotes from another paper")
     candidates = [
         _link_row(item, experiment, link, stored)
         for experiment in experiments.values()
@@ -250,20 +347,35 @@ def _row(item: PaperItem, experiments: dict[str, Experiment], stored: _StoredRun
         if link.item == item.id
     ]
     best = min(candidates, key=lambda row: _PREFERENCE[row.status]) if candidates else None
+    if best is not None and best.status == "scaled analogue":
+        if item.book is not None and item.book.checked_by:
+            return _book_row(item, item.book, experiments, stored)
+        return _as_analogue(best)
     if best is not None and best.status != "not run":
         return best
     if item.book is not None:
         row = _book_row(item, item.book, experiments, stored)
-        if row.status != "not run" or best is None:
+        if row.status != "not run" or row.analogue is not None or best is None:
             return row
     return best or LedgerRow(item, None, (), "", "not run")
 
 
-def ledger_rows(store: ResultsStore | None = None, items: Sequence[PaperItem] = PAPER_ITEMS) -> list[LedgerRow]:
-    """One row per paper item, in the registry's order."""
-    stored = _StoredRuns(store or ResultsStore())
+def ledger_rows(store: ResultsStore | None = None, items: Sequence[PaperItem] = PAPER_ITEMS,
+                analogues: bool = True) -> list[LedgerRow]:
+    """One row per paper item, in the registry's order, each with its chapter's analogue
+    (:mod:`hacn_core.analogues`; ``analogues=False`` leaves them out, which skips computing the chapters'
+    claims)."""
+    store = store or ResultsStore()
+    stored = _StoredRuns(store)
     experiments = dict(registry())
-    return [_row(item, experiments, stored) for item in items]
+    rows = [_row(item, experiments, stored) for item in items]
+    if not analogues:
+        return rows
+    from hacn_core.analogues import settings as analogue_settings
+
+    found = findings(store)
+    settings = analogue_settings(found) | {e: x.setting.get("book", "book") for e, x in experiments.items()}
+    return [_with_findings(row, found.get(row.item.id, ()), settings) for row in rows]
 
 
 # ----------------------------------------------------------------------------- where the book shows an item
@@ -304,11 +416,6 @@ def chapter_title(chapter: str) -> str:
     return chapter
 
 
-def _link_text(place: Place) -> str:
-    """The section a row links to (the chapter's title when the row links to the chapter's top)."""
-    return place.section.replace("$", "").replace("\\", "") or chapter_title(place.chapter)
-
-
 def _place_text(place: Place | None) -> str:
     if place is None:
         return ""
@@ -325,32 +432,42 @@ def _g(x: float, digits: int = 4) -> str:
 
 
 def paper_text(item: PaperItem) -> str:
-    """The paper's value as the paper prints it: ``value (std)``; "—" for a figure or claim."""
+    """The paper's value with its unit at the house precision, ``value (std) unit``; "—" for a figure or claim."""
     if item.paper_value is None:
         return "—"
-    return _g(item.paper_value) + (f" ({_g(item.paper_std, 2)})" if item.paper_std is not None else "")
+    return quantity_text([item.paper_value], item.unit, std=item.paper_std)
 
 
 def ours_text(row: LedgerRow) -> str:
-    """Our value in the book's convention: ``mean (std), n=k``; "—" when there is no number."""
+    """Our value at the paper's setting, ``mean (std) unit, n = k``; an exact item shows the paper's value (the
+    tests check it); "—" when there is no number."""
     if row.ours is None:
+        if row.status == "exact" and row.item.paper_value is not None:
+            return quantity_text([row.item.paper_value], row.item.unit) + " (exact)"
         return "—"
-    std = row.std
-    return _g(row.ours.mean) + (f" ({_g(std, 2)})" if std is not None else "") + f", n={row.ours.n}"
+    return quantity_text(row.values, row.unit or row.item.unit)
+
+
+def analogue_text(row: LedgerRow) -> str:
+    """Our value on the chapter's analogue, ``mean (std) unit, n = k``; "—" without one."""
+    if row.analogue is None or not row.analogue.values:
+        return "—"
+    return quantity_text(row.analogue.values, row.analogue.unit)
 
 
 def tolerance_text(row: LedgerRow) -> str:
-    return "—" if row.tolerance is None or row.ours is None else f"± {row.tolerance:g}"
+    if row.tolerance is None or row.ours is None:
+        return "—"
+    return "± " + quantity_text([row.tolerance], row.item.unit, spread=False)
 
 
 def interval_text(row: LedgerRow) -> str:
-    """Our 95% interval ``[low, high]``, to two significant digits of its half-width; "—" without one."""
+    """Our 95% interval ``[low, high]`` at the unit's precision; "—" without one."""
     interval = row.interval
     if interval is None:
         return "—"
-    half = (interval[1] - interval[0]) / 2
-    decimals = max(0, 1 - math.floor(math.log10(half))) if half > 0 else 0
-    return f"[{interval[0]:.{decimals}f}, {interval[1]:.{decimals}f}]"
+    d = unit_decimals(row.item.unit)
+    return f"[{interval[0]:,.{d}f}, {interval[1]:,.{d}f}]"
 
 
 def ledger_table(store: ResultsStore | None = None, items: Sequence[PaperItem] = PAPER_ITEMS,
@@ -367,13 +484,11 @@ def ledger_table(store: ResultsStore | None = None, items: Sequence[PaperItem] =
                 "item": row.item.item,
                 "quantity": row.item.quantity,
                 "paper value": paper_text(row.item),
-                "ours": ours_text(row),
-                "tolerance": tolerance_text(row),
-                "95% interval": interval_text(row),
+                "ours, paper setting": ours_text(row),
                 "status": row.status,
-                "setting": row.setting or row.item.where,
+                "ours, analogue": analogue_text(row),
+                "analogue": row.analogue_status or "—",
                 "chapter": chapter_href(row.item.book),
-                "finding": row.item.finding,
                 "id": row.item.id,
             }
         )
@@ -381,31 +496,37 @@ def ledger_table(store: ResultsStore | None = None, items: Sequence[PaperItem] =
 
 
 #: columns of the machine-readable ledger (``python -m hacn_core ledger --format csv`` or ``json``)
-COLUMNS: tuple[str, ...] = ("id", "paper", "item", "quantity", "paper value", "paper std", "our mean", "our std",
-                            "seeds", "tolerance", "ci low", "ci high", "status", "verdict", "setting", "experiment",
-                            "chapter", "checked by", "finding")
+COLUMNS: tuple[str, ...] = ("id", "paper", "item", "quantity", "unit", "paper value", "paper std", "our mean",
+                            "our std", "seeds", "tolerance", "ci low", "ci high", "status", "verdict", "setting",
+                            "needs", "experiment", "analogue", "analogue mean", "analogue std", "analogue n",
+                            "analogue unit", "analogue setting", "analogue evidence", "chapter", "checked by",
+                            "finding")
 
 
-def ledger_records(store: ResultsStore | None = None, items: Sequence[PaperItem] = PAPER_ITEMS) -> list[dict[str, Any]]:
+def ledger_records(store: ResultsStore | None = None, items: Sequence[PaperItem] = PAPER_ITEMS,
+                   rows: Sequence[LedgerRow] | None = None) -> list[dict[str, Any]]:
     """The ledger as plain records, one per paper item, with the :data:`COLUMNS` and a ``seed list``.
 
-    Numbers are unrounded and ``None`` where there is no value: ``our mean`` is the
-    mean of the chosen runs' values, ``our std`` their sample standard deviation
-    (``ddof=1``; ``None`` for a single run), ``seeds`` the number of runs and
-    ``seed list`` their distinct seeds; ``tolerance`` is the link's, ``ci low`` and
-    ``ci high`` our 95% interval (two runs or more), ``verdict`` why the status.
-    ``setting`` is the text ledger's: our setting, or where the item can run when it
-    has not. ``chapter`` is the page that shows the item (:func:`chapter_href`),
-    ``checked by`` the tests of an exact item, ``; ``-separated.
+    Numbers are unrounded and ``None`` where there is no value. At the paper's setting: ``our mean``
+    is the mean of the chosen runs' values, ``our std`` their sample standard deviation (``ddof=1``;
+    ``None`` for a single run), ``seeds`` the number of runs and ``seed list`` their distinct seeds;
+    ``tolerance`` is the link's, ``ci low`` and ``ci high`` our 95% interval (two runs or more),
+    ``status`` the verdict and ``verdict`` why; ``needs`` what a row "not run" there takes. On the
+    chapter's offline analogue: ``analogue`` (the verdict), ``analogue mean`` / ``std`` / ``n`` /
+    ``unit``, its ``analogue setting`` and ``analogue evidence`` (the claims, `` | ``-separated).
+    ``chapter`` is the page that shows the item (:func:`chapter_href`), ``checked by`` the tests of an
+    exact item, ``; ``-separated.
     """
     records = []
-    for row in ledger_rows(store, items):
+    for row in ledger_rows(store, items) if rows is None else rows:
         interval = row.interval
+        a = row.analogue
         records.append({
             "id": row.item.id,
             "paper": row.item.paper,
             "item": row.item.item,
             "quantity": row.item.quantity,
+            "unit": row.item.unit,
             "paper value": row.item.paper_value,
             "paper std": row.item.paper_std,
             "our mean": row.ours.mean if row.ours else None,
@@ -416,8 +537,16 @@ def ledger_records(store: ResultsStore | None = None, items: Sequence[PaperItem]
             "ci high": interval[1] if interval else None,
             "status": row.status,
             "verdict": row.verdict,
-            "setting": row.setting or row.item.where,
+            "setting": row.setting or ("" if row.status == "not run" else row.item.where),
+            "needs": row.needs,
             "experiment": row.experiment,
+            "analogue": row.analogue_status,
+            "analogue mean": a.ours.mean if a and a.ours else None,
+            "analogue std": a.std if a else None,
+            "analogue n": len(a.values) if a else 0,
+            "analogue unit": a.unit if a else "",
+            "analogue setting": a.setting if a else "",
+            "analogue evidence": " | ".join(a.evidence) if a else "",
             "chapter": chapter_href(row.item.book),
             "checked by": "; ".join(row.item.book.checked_by) if row.item.book else "",
             "finding": row.item.finding,
@@ -442,10 +571,19 @@ def ledger_json(store: ResultsStore | None = None) -> str:
     return json.dumps(ledger_records(store), indent=1) + "\n"
 
 
-def status_counts(store: ResultsStore | None = None, rows: Sequence[LedgerRow] | None = None) -> dict[str, int]:
-    """How many paper items are in each status (of ``rows`` when given, else of the store's ledger)."""
+def status_counts(store: ResultsStore | None = None, rows: Sequence[LedgerRow] | None = None,
+                  analogue: bool = False) -> dict[str, int]:
+    """How many paper items are in each status at the paper's setting (of ``rows`` when given, else of the
+    store's ledger); ``analogue=True``: in each analogue verdict, with "" for the items no chapter shows on an
+    analogue."""
+    rows = ledger_rows(store) if rows is None else rows
+    if analogue:
+        counts = dict.fromkeys((*ANALOGUE_STATUSES, ""), 0)
+        for row in rows:
+            counts[row.analogue_status] += 1
+        return counts
     counts = dict.fromkeys(STATUSES, 0)
-    for row in ledger_rows(store) if rows is None else rows:
+    for row in rows:
         counts[row.status] += 1
     return counts
 
@@ -460,81 +598,60 @@ def format_ledger(store: ResultsStore | None = None) -> str:
 
 
 _STYLE = """
-#hacn-ledger { font-size: 0.82rem; }
-#hacn-ledger .st { display: inline-block; padding: 0 0.45em; border-radius: 0.7em; color: #fff;
-  white-space: nowrap; font-size: 0.78rem; line-height: 1.5; }
+#hacn-ledger { font-size: 0.82rem; max-width: 100%; }
+#hacn-ledger .st { display: inline-block; padding: 0 0.4em; border-radius: 0.7em; color: #fff;
+  font-size: 0.74rem; line-height: 1.5; white-space: nowrap; }
 #hacn-ledger .st-not-run { color: #24292f; }
-#hacn-ledger table { border-collapse: collapse; width: 100%; margin: 0.4em 0 1em 0; }
-#hacn-ledger th, #hacn-ledger td { border-bottom: 1px solid rgba(127,127,127,0.3); padding: 0.25em 0.4em;
-  vertical-align: top; text-align: left; }
-#hacn-ledger td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-#hacn-ledger th.sortable { cursor: pointer; user-select: none; }
-#hacn-ledger th.sortable::after { content: " \\21C5"; opacity: 0.4; }
-#hacn-ledger th[data-dir="asc"]::after { content: " \\25B2"; opacity: 1; }
-#hacn-ledger th[data-dir="desc"]::after { content: " \\25BC"; opacity: 1; }
-#hacn-ledger code { font-size: 0.72rem; word-break: break-all; }
-#hacn-ledger .figs { display: flex; flex-wrap: wrap; gap: 0.3em 0.9em; margin: 0.2em 0 0.8em 0; }
-#hacn-ledger .fig, #hacn-ledger .st-filter { cursor: pointer; white-space: nowrap; }
-#hacn-ledger .fig:hover, #hacn-ledger .st-filter:hover { text-decoration: underline; }
-#hacn-ledger .dot { display: inline-block; width: 0.62em; height: 0.62em; margin-left: 1px; border-radius: 2px;
-  vertical-align: middle; }
-#hacn-ledger .controls { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; margin: 0.6em 0; }
-#hacn-ledger .controls input { min-width: 16em; }
-#hacn-ledger .why { font-size: 0.72rem; opacity: 0.8; }
-#hacn-ledger .scroll { overflow-x: auto; }
-#hacn-ledger td.setting { min-width: 11em; font-size: 0.76rem; overflow-wrap: anywhere; }
-#hacn-ledger td.status { min-width: 7.5em; }
-#hacn-ledger td.quantity { min-width: 12em; }
-#hacn-ledger td.item { white-space: nowrap; }
+#hacn-ledger table { border-collapse: collapse; width: 100%; table-layout: fixed; margin: 0.3em 0 1.2em 0; }
+#hacn-ledger th, #hacn-ledger td { border-bottom: 1px solid rgba(127,127,127,0.25); padding: 0.22em 0.35em;
+  vertical-align: top; text-align: left; overflow-wrap: anywhere; }
+#hacn-ledger td.num { text-align: right; font-variant-numeric: tabular-nums; }
+#hacn-ledger tr.grp th { background: rgba(127,127,127,0.10); font-weight: 600; }
+#hacn-ledger details > summary { cursor: pointer; }
+#hacn-ledger details .more { font-size: 0.74rem; margin: 0.3em 0 0.2em 0.8em; opacity: 0.9; }
+#hacn-ledger details .more p { margin: 0.15em 0; }
+#hacn-ledger code { font-size: 0.7rem; overflow-wrap: anywhere; }
+#hacn-ledger .controls { position: sticky; top: 0; z-index: 2; background: var(--pst-color-background, #fff);
+  display: flex; flex-wrap: wrap; gap: 0.4em; align-items: center; padding: 0.4em 0; }
+#hacn-ledger .controls input { min-width: 12em; flex: 1 1 12em; }
+#hacn-ledger .controls select { max-width: 13em; }
+#hacn-ledger table.summary { table-layout: auto; }
+#hacn-ledger .filter { cursor: pointer; text-decoration: underline dotted; }
 """
 
 _SCRIPT = """
 (function () {
   var root = document.getElementById("hacn-ledger");
   if (!root) { return; }
-  var table = root.querySelector("table.rows");
-  var body = table.tBodies[0];
-  var text = root.querySelector("input.q"), paper = root.querySelector("select.paper"),
-      status = root.querySelector("select.status"), shown = root.querySelector(".shown"),
-      reset = root.querySelector("button.reset");
-  var onlyItem = "";
+  var q = root.querySelector("input.q"), paper = root.querySelector("select.paper"),
+      status = root.querySelector("select.status"), analogue = root.querySelector("select.analogue"),
+      shown = root.querySelector(".shown"), reset = root.querySelector("button.reset");
+  var rows = root.querySelectorAll("tr.row"), total = rows.length;
   function apply() {
-    var q = text.value.toLowerCase(), p = paper.value, s = status.value, n = 0;
-    Array.prototype.forEach.call(body.rows, function (tr) {
-      var ok = (!p || tr.dataset.paper === p) && (!s || tr.dataset.status === s) &&
-               (!onlyItem || tr.dataset.fig === onlyItem) && (!q || tr.textContent.toLowerCase().indexOf(q) >= 0);
+    var text = q.value.toLowerCase(), n = 0;
+    Array.prototype.forEach.call(rows, function (tr) {
+      var ok = (!paper.value || tr.dataset.paper === paper.value) && (!status.value || tr.dataset.status === status.value)
+               && (!analogue.value || tr.dataset.analogue === analogue.value)
+               && (!text || tr.textContent.toLowerCase().indexOf(text) >= 0);
       tr.style.display = ok ? "" : "none";
       if (ok) { n += 1; }
     });
-    shown.textContent = n + " of " + body.rows.length + " rows" + (onlyItem ? " (" + onlyItem.replace("|", ", ") + ")" : "");
+    Array.prototype.forEach.call(root.querySelectorAll("tr.grp"), function (g) {
+      var any = false, next = g.nextElementSibling;
+      while (next && next.classList.contains("row")) { if (next.style.display !== "none") { any = true; } next = next.nextElementSibling; }
+      g.style.display = any ? "" : "none";
+    });
+    Array.prototype.forEach.call(root.querySelectorAll("section.paper"), function (sec) {
+      sec.style.display = sec.querySelector("tr.row:not([style*='none'])") ? "" : "none";
+    });
+    shown.textContent = n + " of " + total + " items";
   }
-  [text, paper, status].forEach(function (el) { el.addEventListener("input", apply); });
-  reset.addEventListener("click", function () { text.value = ""; paper.value = ""; status.value = ""; onlyItem = ""; apply(); });
-  Array.prototype.forEach.call(root.querySelectorAll(".fig"), function (el) {
+  [q, paper, status, analogue].forEach(function (el) { el.addEventListener("input", apply); });
+  reset.addEventListener("click", function () { q.value = ""; paper.value = ""; status.value = ""; analogue.value = ""; apply(); });
+  Array.prototype.forEach.call(root.querySelectorAll(".filter"), function (el) {
     el.addEventListener("click", function () {
-      onlyItem = el.dataset.fig; paper.value = ""; status.value = ""; text.value = ""; apply();
-      table.scrollIntoView({behavior: "smooth", block: "start"});
-    });
-  });
-  Array.prototype.forEach.call(root.querySelectorAll(".st-filter"), function (el) {
-    el.addEventListener("click", function () {
-      status.value = el.dataset.status; paper.value = el.dataset.paper || ""; onlyItem = ""; text.value = ""; apply();
-    });
-  });
-  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, col) {
-    th.addEventListener("click", function () {
-      var dir = th.dataset.dir === "asc" ? "desc" : "asc";
-      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (h) { delete h.dataset.dir; });
-      th.dataset.dir = dir;
-      var rows = Array.prototype.slice.call(body.rows);
-      function key(tr) { var c = tr.cells[col]; return c.dataset.sort !== undefined ? c.dataset.sort : c.textContent.trim(); }
-      rows.sort(function (a, b) {
-        var x = key(a), y = key(b), fx = parseFloat(x), fy = parseFloat(y), r;
-        if (x === "" || y === "") { return (x === "") - (y === ""); }  // rows without a value go last
-        r = (Number.isFinite(fx) && Number.isFinite(fy)) ? fx - fy : x.localeCompare(y, undefined, {numeric: true});
-        return dir === "asc" ? r : -r;
-      });
-      rows.forEach(function (tr) { body.appendChild(tr); });
+      paper.value = el.dataset.paper || ""; status.value = el.dataset.status || ""; analogue.value = el.dataset.analogue || "";
+      q.value = ""; apply();
     });
   });
   apply();
@@ -542,140 +659,103 @@ _SCRIPT = """
 """
 
 
-def _badge(status: str, title: str = "", attrs: str = "") -> str:
+def _badge(status: str, title: str = "") -> str:
+    if not status:
+        return ""
     cls = "st st-" + status.replace(" ", "-")
     title_attr = f' title="{html.escape(title)}"' if title else ""
-    return (f'<span class="{cls}" style="background:{STATUS_COLOURS[status]}"{title_attr}{attrs}>'
+    return (f'<span class="{cls}" style="background:{STATUS_COLOURS[status]}"{title_attr}>'
             f"{html.escape(status)}</span>")
 
 
-def _sort_key(x: float | None) -> str:
-    return "" if x is None or not math.isfinite(x) else repr(float(x))
+def _details(row: LedgerRow) -> str:
+    """What one click on a row's quantity shows: the paper's setting, ours, the tolerance and interval, the tests,
+    the analogue's setting and evidence, our finding, the chapter and the item's id."""
+    esc, item, parts = html.escape, row.item, []
+    if item.paper_setting:
+        parts.append(f"<b>Paper's setting:</b> {esc(item.paper_setting)} ({esc(item.source)})")
+    if row.status == "not run":
+        parts.append(f"<b>At the paper's setting:</b> not run; needs {esc(item.where)}")
+    elif row.setting:
+        parts.append(f"<b>Ours at the paper's setting:</b> {esc(row.setting)}")
+    if row.ours is not None and row.tolerance is not None:
+        parts.append(f"<b>Verdict:</b> {esc(row.verdict)} (95% interval {esc(interval_text(row))}, tolerance "
+                     f"{esc(tolerance_text(row))})")
+    elif row.verdict and row.status not in ("not run",):
+        parts.append(f"<b>Verdict:</b> {esc(row.verdict)}")
+    if row.analogue is not None:
+        parts.append(f"<b>Analogue:</b> {esc(row.analogue.setting or row.analogue.experiment)}")
+        parts.extend(f"<b>Claim</b> {esc(e)}" for e in row.analogue.evidence)
+    if item.finding:
+        parts.append(f"<b>Our finding:</b> {esc(item.finding)}")
+    href = chapter_href(item.book)
+    if href:
+        parts.append(f'<b>Shown in</b> <a href="{esc(href.removeprefix("notebooks/"))}">{esc(_place_text(item.book))}</a>')
+    parts.append(f"<code>{esc(item.id)}</code>")
+    return "".join(f"<p>{p}</p>" for p in parts)
 
 
 def ledger_html(store: ResultsStore | None = None, rows: Sequence[LedgerRow] | None = None) -> str:
     """The ledger page as one self-contained HTML fragment (inline style and script, no CDN).
 
-    At the top, the legend and the verdict rule; then one summary line per paper (the
-    count of each status, coloured; a click filters the rows) and its tables and figures,
-    one coloured square per item (a click shows that table's rows); then every row in a
-    table sorted by clicking a header and filtered by paper, status and free text. Each
-    row links to the chapter section that shows it; settings are printed in full.
-    For ``IPython.display.HTML`` in the ledger notebook.
+    At the top, a sticky bar of filters (free text, paper, verdict at the paper's setting, verdict on the
+    analogue) and the counts per paper (a click filters); then one section per paper, its items grouped by
+    table and figure, in four short columns: quantity, the paper's value, ours at the paper's setting with its
+    verdict, ours on the chapter's analogue with its verdict. A click on a quantity opens its details (settings,
+    tolerance, interval, tests, claims, finding, chapter). For ``IPython.display.HTML`` in the ledger notebook.
     """
     rows = ledger_rows(store) if rows is None else list(rows)
     esc = html.escape
-    out = [f"<div id=\"hacn-ledger\"><style>{_STYLE}</style>"]
-
-    # legend
-    out.append("<p>")
-    out.append(" ".join(f"{_badge(s)}&nbsp;{esc(STATUS_MEANING[s])}." for s in STATUSES))
-    out.append("</p><p><b>Verdict</b> (paper setting, a paper number and a tolerance <i>tol</i>): with "
-               "<i>d</i> = |our mean − paper| and <i>h</i> the half-width of our 95% Student-t interval, "
-               "<i>reproduced</i> when <i>d</i> ≤ <i>tol</i> and <i>h</i> ≤ <i>tol</i>; <i>differs</i> when "
-               "<i>d</i> &gt; <i>tol</i> and <i>d</i> &gt; <i>h</i> (the paper's value outside our interval); "
-               "<i>inconclusive</i> otherwise (<i>h</i> &gt; <i>tol</i> and the paper's value inside our "
-               "interval). One run has no interval: the tolerance alone decides. Spread: the paper's "
-               "<i>value (std)</i> beside our <i>mean (std), n=runs</i>.</p>")
-
-    # summary per paper, then per table / figure
     papers = list(dict.fromkeys(r.item.paper for r in rows))
-    out.append("<table class=\"summary\"><thead><tr><th>paper</th><th>items</th>")
-    out.extend(f"<th>{_badge(s)}</th>" for s in STATUSES)
-    out.append("</tr></thead><tbody>")
-    for paper in [*papers, ""]:
-        mine = [r for r in rows if r.item.paper == paper or not paper]
-        counts = status_counts(rows=mine)
-        label = esc(paper) if paper else "<b>all</b>"
-        out.append(f"<tr><td>{label}</td><td class=\"num\">{len(mine)}</td>")
-        for s in STATUSES:
-            cell = (f'<span class="st-filter" data-status="{esc(s)}" data-paper="{esc(paper)}">{counts[s]}</span>'
-                    if counts[s] else "")
-            out.append(f"<td class=\"num\">{cell}</td>")
-        out.append("</tr>")
-    out.append("</tbody></table>")
-    for paper in papers:
-        out.append(f"<div><b>{esc(paper)}</b><div class=\"figs\">")
-        figures = list(dict.fromkeys(r.item.item for r in rows if r.item.paper == paper))
-        for fig in figures:
-            mine = [r for r in rows if r.item.paper == paper and r.item.item == fig]
-            dots = "".join(f'<span class="dot" style="background:{STATUS_COLOURS[r.status]}" '
-                           f'title="{esc(r.item.id)}: {esc(r.status)}"></span>' for r in mine)
-            out.append(f'<span class="fig" data-fig="{esc(paper)}|{esc(fig)}">{esc(fig)}&nbsp;{dots}</span>')
-        out.append("</div></div>")
-
-    # controls and the full table
-    options = "".join(f'<option value="{esc(p)}">{esc(p)}</option>' for p in papers)
+    out = [f'<div id="hacn-ledger"><style>{_STYLE}</style>']
+    paper_options = "".join(f'<option value="{esc(p)}">{esc(p)}</option>' for p in papers)
     status_options = "".join(f'<option value="{esc(s)}">{esc(s)}</option>' for s in STATUSES)
-    out.append('<div class="controls"><input class="q" type="search" placeholder="filter: any text, e.g. Table 1, '
-               'mnist, hacn-mixer" aria-label="filter rows">'
-               f'<select class="paper" aria-label="paper"><option value="">all papers</option>{options}</select>'
-               f'<select class="status" aria-label="status"><option value="">all statuses</option>{status_options}'
-               '</select><button class="reset" type="button">show all</button><span class="shown"></span></div>')
-    headers = ("item", "quantity, where the book shows it", "paper value (std)", "ours: mean (std), n",
-               "tolerance", "status", "setting")
-    out.append('<div class="scroll"><table class="rows"><thead><tr>')
-    out.extend(f'<th class="sortable">{esc(h)}</th>' for h in headers)
-    out.append("</tr></thead><tbody>")
-    for row in rows:
-        item = row.item
-        href = chapter_href(item.book)
-        link = (f'<br>in <a href="{esc(href.removeprefix("notebooks/"))}" title="{esc(_place_text(item.book))}">'
-                f"{esc(_link_text(item.book))}</a>" if href else "")
-        interval = f'<div class="why">95%: {esc(interval_text(row))}</div>' if row.interval else ""
-        # the sentence behind a comparison's verdict (exact, shown and not run are explained by the legend)
-        why = f'<div class="why">{esc(row.verdict)}</div>' if row.verdict and row.ours is not None else ""
-        if item.finding:
-            why += f'<div class="why"><b>Our finding:</b> {esc(item.finding)}</div>'
-        out.append(
-            f'<tr data-paper="{esc(item.paper)}" data-status="{esc(row.status)}" '
-            f'data-fig="{esc(item.paper)}|{esc(item.item)}">'
-            f'<td class="item">{esc(item.paper)}<br>{esc(item.item)}</td>'
-            f'<td class="quantity">{esc(item.quantity)}<br><code>{esc(item.id)}</code>{link}</td>'
-            f'<td class="num" data-sort="{_sort_key(item.paper_value)}">{esc(paper_text(item))}</td>'
-            f'<td class="num" data-sort="{_sort_key(row.ours.mean if row.ours else None)}">{esc(ours_text(row))}'
-            f"{interval}</td>"
-            f'<td class="num" data-sort="{_sort_key(row.tolerance if row.ours else None)}">'
-            f"{esc(tolerance_text(row))}</td>"
-            f'<td class="status" data-sort="{STATUSES.index(row.status)}">{_badge(row.status, row.verdict)}{why}</td>'
-            f'<td class="setting">{esc(row.setting or item.where)}</td></tr>'
-        )
-    out.append(f"</tbody></table></div><script>{_SCRIPT}</script></div>")
+    analogue_options = "".join(f'<option value="{esc(s)}">{esc(s)}</option>' for s in ANALOGUE_STATUSES)
+    out.append('<div class="controls"><input class="q" type="search" aria-label="filter items" '
+               'placeholder="filter: any text, e.g. Table 1, Γ, MNIST">'
+               f'<select class="paper" aria-label="paper"><option value="">all papers</option>{paper_options}</select>'
+               f'<select class="status" aria-label="verdict at the paper\'s setting"><option value="">paper setting: '
+               f'all</option>{status_options}</select>'
+               f'<select class="analogue" aria-label="verdict on the analogue"><option value="">analogue: all</option>'
+               f'{analogue_options}</select><button class="reset" type="button">show all</button>'
+               '<span class="shown"></span></div>')
+
+    # counts per paper: at the paper's setting, and on the analogue (a click filters)
+    out.append('<table class="summary"><thead><tr><th>paper</th><th>items</th><th>at the paper\'s setting</th>'
+               "<th>on the offline analogue</th></tr></thead><tbody>")
+    for paper in papers:
+        mine = [r for r in rows if r.item.paper == paper]
+        counts, acounts = status_counts(rows=mine), status_counts(rows=mine, analogue=True)
+        cells = " ".join(f'<span class="filter" data-paper="{esc(paper)}" data-status="{esc(s)}">'
+                         f"{_badge(s)}&nbsp;{n}</span>" for s, n in counts.items() if n)
+        acells = " ".join(f'<span class="filter" data-paper="{esc(paper)}" data-analogue="{esc(s)}">'
+                          f"{_badge(s)}&nbsp;{n}</span>" for s, n in acounts.items() if n and s)
+        out.append(f"<tr><td>{esc(paper)}</td><td class=\"num\">{len(mine)}</td><td>{cells}</td><td>{acells}</td></tr>")
+    out.append("</tbody></table>")
+
+    widths = ("43%", "15%", "21%", "21%")
+    heads = ("quantity (click for details and the chapter)", "paper", "ours at the paper's setting",
+             "ours on the offline analogue")
+    for paper in papers:
+        out.append(f'<section class="paper"><h3>{esc(paper)}</h3><table class="rows">')
+        out.append("".join(f'<col style="width:{w}">' for w in widths))
+        out.append("<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in heads) + "</tr></thead><tbody>")
+        for fig in dict.fromkeys(r.item.item for r in rows if r.item.paper == paper):
+            out.append(f'<tr class="grp"><th colspan="4">{esc(fig)}</th></tr>')
+            for row in (r for r in rows if r.item.paper == paper and r.item.item == fig):
+                item = row.item
+                ours = esc(ours_text(row)) if row.ours is not None or (
+                    row.status == "exact" and item.paper_value is not None) else ""
+                analogue = (f"{esc(analogue_text(row)) if row.analogue and row.analogue.values else ''} "
+                            f"{_badge(row.analogue_status)}" if row.analogue else "—")
+                out.append(
+                    f'<tr class="row" data-paper="{esc(item.paper)}" data-status="{esc(row.status)}" '
+                    f'data-analogue="{esc(row.analogue_status)}">'
+                    f"<td><details><summary>{esc(item.quantity)}</summary><div class=\"more\">{_details(row)}</div>"
+                    f"</details></td>"
+                    f'<td class="num">{esc(paper_text(item))}</td>'
+                    f"<td>{ours} {_badge(row.status, row.verdict)}</td>"
+                    f"<td>{analogue}</td></tr>")
+        out.append("</tbody></table></section>")
+    out.append(f"<script>{_SCRIPT}</script></div>")
     return "".join(out)
-
-
-# ----------------------------------------------------------------------------- the key-results page
-
-#: the statuses of a comparison with the paper's own number, in the order the key-results page lists them
-COMPARED: tuple[str, ...] = ("reproduced", "differs", "inconclusive")
-
-
-def key_results(store: ResultsStore | None = None, rows: Sequence[LedgerRow] | None = None) -> dict[str, Any]:
-    """What the key-results page shows, from the ledger alone (pandas DataFrames).
-
-    ``counts``: one row per paper, the number of its items in every status, and in all.
-    ``compared[paper]``: the paper's items compared number for number at its own
-    setting (:data:`COMPARED`), verdict first: item, quantity, the paper's value, ours,
-    the tolerance and the status. ``to_run[paper]``: per table or figure, how many of
-    its items are still ``not run``, largest first.
-    """
-    import pandas as pd
-
-    rows = list(rows) if rows is not None else ledger_rows(store)
-    papers = list(dict.fromkeys(r.item.paper for r in rows))
-    counts = pd.DataFrame([{"paper": p, **{s: sum(r.item.paper == p and r.status == s for r in rows)
-                                            for s in STATUSES},
-                            "items": sum(r.item.paper == p for r in rows)} for p in papers])
-    compared, to_run = {}, {}
-    for p in papers:
-        mine = sorted((r for r in rows if r.item.paper == p and r.status in COMPARED),
-                      key=lambda r: COMPARED.index(r.status))
-        compared[p] = pd.DataFrame([{"item": r.item.item, "quantity": r.item.quantity, "paper": paper_text(r.item),
-                                     "ours": ours_text(r), "tolerance": tolerance_text(r), "status": r.status}
-                                    for r in mine], columns=["item", "quantity", "paper", "ours", "tolerance", "status"])
-        left: dict[str, int] = {}
-        for r in rows:
-            if r.item.paper == p and r.status == "not run":
-                left[r.item.item] = left.get(r.item.item, 0) + 1
-        to_run[p] = pd.DataFrame(sorted(left.items(), key=lambda kv: -kv[1]), columns=["table or figure", "items"])
-    return {"counts": counts, "compared": compared, "to_run": to_run}

@@ -3,7 +3,7 @@
 Drawn from the ledger alone (:func:`hacn_core.ledger.key_results`, its ``counts`` frame), so the
 figure and the ledger page cannot disagree. One panel per paper, one bar per status, in the
 ledger's order (:data:`hacn_core.ledger.STATUSES`). Colours group the statuses into five kinds,
-within the house limit of six per axis: the three verdicts of a comparison with the paper's own
+six, the house limit per axis: the three verdicts of a comparison with the paper's own
 number (reproduced, differs, inconclusive), everything run or shown without such a verdict, and
 what is still to run.
 """
@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from hacn_core.ledger import STATUS_COLOURS, STATUSES
 
-#: the colour group of each status (five groups: at most six colours per axis)
+#: the colour group of each status (six groups: at most six colours per axis)
 STATUS_GROUP: dict[str, str] = {
     "reproduced": "reproduced", "differs": "differs", "inconclusive": "inconclusive",
     "run": "run or shown, no verdict", "exact": "run or shown, no verdict", "shown": "run or shown, no verdict",
-    "scaled analogue": "run or shown, no verdict", "not run": "not run",
+    "quoted": "quoted from other papers", "not run": "not run",
 }
 #: each group's colour: the ledger page's colour for the verdicts and "not run", one blue for the rest
 GROUP_COLOURS: dict[str, str] = {
     "reproduced": STATUS_COLOURS["reproduced"], "differs": STATUS_COLOURS["differs"],
     "inconclusive": STATUS_COLOURS["inconclusive"], "run or shown, no verdict": STATUS_COLOURS["run"],
-    "not run": "#8c959f",
+    "quoted from other papers": "#d4a72c", "not run": "#8c959f",
 }
 
 

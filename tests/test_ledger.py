@@ -19,7 +19,7 @@ from hacn_core.ledger import (
     section_anchor,
     status_counts,
 )
-from hacn_core.paper_items import PAPER_ITEMS, item
+from hacn_core.paper_items import PAPER_ITEMS, W_LIT, item
 from hacn_core.engine.results import ResultsStore
 
 ITEM = "awnn/table1/spiral-fixed-accuracy"  # paper: 99.5 (0.5)
@@ -65,12 +65,16 @@ def test_estimate_is_mean_with_student_t_interval():
 
 
 def test_ledger_has_one_row_per_paper_item_and_starts_not_run_exact_or_library_drawn(tmp_path):
-    """An empty store leaves every row "not run", except the items the tests check exactly ("exact") and
-    the figures drawn from the library alone ("shown"): neither needs a stored run."""
+    """An empty store leaves every row "not run", except the items the tests check exactly ("exact"), the
+    figures drawn from the library alone ("shown") and the other papers' results the paper quotes ("quoted"):
+    none needs a stored run. No chapter shows an analogue yet."""
     store = ResultsStore(tmp_path)
     table = ledger_table(store)
     assert len(table) == len(PAPER_ITEMS) and table["id"].is_unique
-    assert set(table["status"]) == {"not run", "exact", "shown"}
+    assert set(table["status"]) == {"not run", "exact", "shown", "quoted"}
+    assert set(table["analogue"]) == {"—"}
+    quoted = {i.id for i in PAPER_ITEMS if i.where == W_LIT}
+    assert set(table.loc[table["status"] == "quoted", "id"]) == quoted and len(quoted) == 17
     exact = {i.id for i in PAPER_ITEMS if i.book and i.book.checked_by}
     library = {i.id for i in PAPER_ITEMS if i.book and i.book.drawn_from == ()}
     assert set(table.loc[table["status"] == "exact", "id"]) == exact
@@ -83,9 +87,10 @@ def test_scaled_runs_are_labelled_and_never_called_reproduced(tmp_path, toy_expe
     store = ResultsStore(tmp_path)
     catalog.run("toy-ledger", "smoke", store=store, progress=False)
     row = next(r for r in ledger_rows(store) if r.item.id == ITEM)
-    assert row.status == "scaled analogue" and row.seeds == (0, 1)
-    assert math.isclose(row.ours.mean, 55.0)
-    assert row.setting.startswith("scaled (tiny")
+    # not run at the paper's setting; on the analogue, shown with our value (no claim judges it)
+    assert row.status == "not run" and row.ours is None and row.needs == row.item.where
+    assert row.analogue.status == "shown" and math.isclose(row.analogue.ours.mean, 55.0)
+    assert sorted(row.analogue.values) == [50.0, 60.0] and row.analogue.setting.startswith("scaled (tiny")
 
 
 def test_paper_setting_runs_are_compared_with_the_tolerance_and_our_interval(tmp_path, toy_experiment):
@@ -100,7 +105,7 @@ def test_paper_setting_runs_are_compared_with_the_tolerance_and_our_interval(tmp
     # paper's 99.5 inside: the mean is on the paper's value, but three seeds cannot resolve 0.3 points
     assert row.tolerance == 0.3 and math.isclose(row.ours.half_width, 4.302652729911275 * 0.2 / math.sqrt(3))
     assert row.status == "inconclusive" and "more runs are needed" in row.verdict
-    assert ours_text(row) == "99.5 (0.2), n=3"  # the book's spread: mean (std), n
+    assert ours_text(row) == "99.50 (0.20)%, n = 3"  # the book's spread: mean (std) unit, n; % to 2 decimals
     assert row.interval == pytest.approx((99.5 - row.ours.half_width, 99.5 + row.ours.half_width))
     object.__setattr__(toy_experiment.links[0], "tolerance", 0.5)  # now the interval fits in the tolerance
     try:
@@ -148,7 +153,8 @@ def test_command_line_run_list_and_ledger(tmp_path, capsys, toy_experiment):
     assert main(["run", "toy-ledger", "--profile", "smoke", "--where", "seed=1", "--results", str(tmp_path)]) == 0
     assert "seed=1: test_acc=0.6" in capsys.readouterr().out
     assert main(["ledger", "--results", str(tmp_path)]) == 0
-    assert "scaled analogue" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "not run" in out and "shown" in out
 
 
 def test_stored_returns_only_runs_already_in_the_store(tmp_path):
@@ -254,14 +260,16 @@ def test_exact_and_shown_rows_read_where_the_book_shows_them(tmp_path, monkeypat
                                                                             drawn_from=("toy-figure",)))
     catalog.run("toy-figure", "smoke", store=store, progress=False)
     (row,) = ledger_rows(store, [placed])
-    assert row.status == "shown" and row.ours is None and row.seeds == () and row.experiment == "toy-figure"
-    assert row.setting == "drawn from toy-figure: 1 stored runs (seeds 3), scaled (tiny)"
+    # drawn from runs at a scaled setting: not run at the paper's, shown on the analogue
+    assert row.status == "not run" and row.ours is None and row.seeds == () and row.experiment == "toy-figure"
+    assert row.analogue.status == "shown" and row.analogue.values == ()
+    assert row.analogue.setting == "drawn from toy-figure: 1 stored runs (seeds 3), scaled (tiny)"
     assert row.verdict.startswith("a figure drawn from stored runs")
     # a Table 1 cell that the chapter computes by model selection is "shown" too, and says it is a table cell
     cell = dataclasses.replace(item("awnn/table1/nci1-fixed-accuracy"),
                                book=Place("awnn_06_graphs", "Accuracy and width (Table 1)", drawn_from=("toy-figure",)))
     (row,) = ledger_rows(store, [cell])
-    assert row.status == "shown" and row.verdict.startswith("a table cell the chapter computes")
+    assert row.analogue_status == "shown" and row.verdict.startswith("a table cell the chapter computes")
 
 
 def test_offline_table1_rows_link_their_awnn_cells_and_draw_the_selected_ones():
@@ -327,12 +335,15 @@ def test_ledger_html_has_every_item_status_tolerance_and_script(tmp_path, toy_ex
     for it in PAPER_ITEMS:
         assert it.id in page
     for status in STATUSES:
-        assert f">{status}</span>" in page
-    assert page.count("<tr data-paper=") == len(PAPER_ITEMS)
+        assert f'<option value="{status}">' in page
+    assert page.count('<tr class="row"') == len(PAPER_ITEMS)
+    assert page.count("<details>") == len(PAPER_ITEMS)  # every item's details one click away
     assert "<script>" in page and "addEventListener" in page and "http" not in page.split("<script>")[1]
-    assert "99.5 (0.2), n=3" in page and "± 0.3" in page and "[99.00, 100.00]" in page  # ours, tolerance, interval
+    # ours with its unit, the interval and the tolerance at the unit's precision
+    assert "99.50 (0.20)%, n = 3" in page and "tolerance ± 0.30%" in page
     assert 'href="hacn_01_forward_rule.html#the-rule-eq-1-2-and-algorithm-1"' in page
     assert re.search(r"\bnan\b", page, re.IGNORECASE) is None and "…" not in page
-    # settings in full, never cut
+    assert "NBVAL" not in page and "assert" not in page  # no test machinery on the page
+    # settings in full, never cut (in the details)
     long_setting = max((r.setting for r in ledger_rows(store)), key=len)
     assert len(long_setting) > 200 and html.escape(long_setting) in page

@@ -40,13 +40,16 @@ def csv_text() -> str:
 
 def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(csv_text, rows):
     table = pd.read_csv(io.StringIO(csv_text))
-    assert tuple(table.columns) == COLUMNS == ("id", "paper", "item", "quantity", "paper value", "paper std",
-                                               "our mean", "our std", "seeds", "tolerance", "ci low", "ci high",
-                                               "status", "verdict", "setting", "experiment", "chapter", "checked by",
-                                               "finding")
+    assert tuple(table.columns) == COLUMNS == (
+        "id", "paper", "item", "quantity", "unit", "paper value", "paper std", "our mean", "our std", "seeds",
+        "tolerance", "ci low", "ci high", "status", "verdict", "setting", "needs", "experiment", "analogue",
+        "analogue mean", "analogue std", "analogue n", "analogue unit", "analogue setting", "analogue evidence",
+        "chapter", "checked by", "finding")
     assert list(table["id"]) == [i.id for i in PAPER_ITEMS]
-    assert table["status"].value_counts().to_dict() == {k: v for k, v in status_counts(ResultsStore(RESULTS)).items()
+    assert table["status"].value_counts().to_dict() == {k: v for k, v in status_counts(rows=list(rows.values())).items()
                                                         if v}
+    analogue = status_counts(rows=list(rows.values()), analogue=True)
+    assert table["analogue"].fillna("").value_counts().to_dict() == {k: v for k, v in analogue.items() if v}
     assert table["seeds"].dtype.kind == "i" and table["our mean"].dtype.kind == "f"
     # empty cells, never the text "nan"; unrounded numbers; seeds = the number of runs
     cells = list(csv.reader(io.StringIO(csv_text)))
@@ -123,9 +126,12 @@ def test_tolerance_interval_and_chapter_columns(csv_text, rows):
     assert exact["chapter"].str.startswith("notebooks/").all()
     placed = {i.id for i in PAPER_ITEMS if i.book is not None}
     assert set(table.loc[table["chapter"].notna(), "id"]) == placed
-    shown = table[table["status"] == "shown"]
-    assert {"hacn/fig2b/train-loss", "hacn/fig6a/convergence-distance", "awnn/fig3-left/width-vs-difficulty",
-            "awnn/fig8/synthetic-datasets"} <= set(shown["id"])
+    shown = table[table["status"] == "shown"]  # figures drawn at the paper's own setting
+    assert {"awnn/fig3-left/width-vs-difficulty", "awnn/fig8/synthetic-datasets"} <= set(shown["id"])
+    drawn = table[table["analogue"] == "shown"]  # figures drawn from the chapters' scaled runs
+    assert "hacn/fig6a/convergence-distance" in set(drawn["id"])
+    judged = table[table["analogue"].isin(["holds", "does not hold", "cannot be told"])]
+    assert "hacn/fig1a/vision-connectivity" in set(judged["id"])  # the ViT chapter's claims table judges it
 
 
 def test_a_finding_of_ours_reaches_every_format(tmp_path):
@@ -144,15 +150,12 @@ def test_a_finding_of_ours_reaches_every_format(tmp_path):
 
 def test_key_results_agree_with_the_ledger(tmp_path):
     from hacn_core.engine.results import ResultsStore
-    from hacn_core.ledger import COMPARED, STATUSES, key_results, ledger_rows
+    from hacn_core.key_results import key_results
+    from hacn_core.ledger import ANALOGUE_STATUSES, STATUSES, ledger_rows
 
-    store = ResultsStore(tmp_path)
-    rows = ledger_rows(store)
-    out = key_results(rows=rows)
+    rows = ledger_rows(ResultsStore(tmp_path))
+    out = key_results(rows=rows)  # an empty store: no finding has its runs, only the counts
     counts = out["counts"].set_index("paper")
-    assert counts["items"].sum() == len(rows)
-    assert (counts[list(STATUSES)].sum(axis=1) == counts["items"]).all()
-    for paper, frame in out["compared"].items():
-        assert len(frame) == sum(counts.loc[paper, s] for s in COMPARED)
-        assert list(frame["status"]) == sorted(frame["status"], key=COMPARED.index)
-        assert out["to_run"][paper]["items"].sum() == counts.loc[paper, "not run"]
+    assert (counts[list(STATUSES)].sum(axis=1) == counts["items to reproduce"] + counts["quoted"]).all()
+    assert counts[list(STATUSES)].to_numpy().sum() == len(rows)
+    assert counts[[f"analogue: {s}" for s in ANALOGUE_STATUSES]].to_numpy().sum() == 0

@@ -320,6 +320,19 @@ PLACES |= {
     "awnn/fig11": Place(CH6, "Learned neurons per layer (Fig. 11)", drawn_from=("awnn-graphs",)),
     "awnn/appd/reddit-b-fixed-plus-accuracy": Place(CH6, "Fixed+ on NCI1 (App. D)"),
 }
+# Exact facts: configurations and counts that the tests check against the paper's tables.
+T_EXACT = "tests/test_ledger_exact.py::"
+T_DOMAINS = "tests/test_awnn_domains.py::test_profiles_are_table4_and_table5_and_the_stated_book_subsets"
+PLACES |= {
+    "awnn/table3": Place(CH2, checked_by=("tests/test_awnn_adaptive.py::test_paper_profile_is_the_papers_setting",)),
+    "awnn/table4": Place(CH5, SETTING_SECTION, checked_by=(T_DOMAINS,)),
+    "awnn/table5": Place(CH6, SETTING_SECTION, checked_by=(T_DOMAINS,)),
+    "awnn/table2/mnist-samples": Place(CH5, SETTING_SECTION,
+                                       checked_by=(T_EXACT + "test_awnn_table2_mnist_has_70000_samples",)),
+    **{f"awnn/table1/{d}-fixed-width": Place(CH2, "Accuracy and total width (Table 1)",
+                                             checked_by=(T_EXACT + "test_awnn_table1_fixed_widths_are_the_fixed_runs_widths",))
+       for d in TABULAR},
+}
 
 #: Every AWNN item, in paper order, placed in the book.
 ITEMS: tuple[PaperItem, ...] = place_items(_items(), PLACES)

@@ -46,14 +46,25 @@ class ClaimTable:
 
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
+        self.ledger: list[dict[str, Any]] = []
 
-    def add(self, claim: str, source: str, evidence: str, holds: bool | None) -> None:
+    def add(self, claim: str, source: str, evidence: str, holds: bool | None, *, items: Sequence[str] = (),
+            values: Sequence[float] = (), unit: str = "", under: str = "") -> None:
+        """One claim. ``items``: the ledger ids (``hacn_core.paper_items``) this claim judges on the chapter's
+        offline analogue, so the ledger carries the same verdict; ``values`` (our value of the first item, one
+        per seed, in ``unit``) when the claim rests on one; ``under`` names the rule or recipe the verdict holds
+        under when the paper's item is judged more than once (e.g. "the public code's rule")."""
         self.rows.append({"claim": claim, "paper": source, "ours": evidence, "holds": holds})
 
+        self.ledger.append({"claim": claim, "evidence": evidence, "holds": holds, "items": tuple(items),
+                            "values": tuple(float(v) for v in values), "unit": unit, "under": under})
     def frame(self):
         import pandas as pd
+        """The DataFrame a chapter shows; ``frame.attrs["ledger"]`` keeps each row's ledger ids and values."""
 
-        return pd.DataFrame.from_records(self.rows, columns=["claim", "paper", "ours", "holds"])
+        frame = pd.DataFrame.from_records(self.rows, columns=["claim", "paper", "ours", "holds"])
+        frame.attrs["ledger"] = list(self.ledger)
+        return frame
 
 
 def coverage_table(planned: Sequence[Mapping[str, Any]], results: Sequence[Any],
@@ -136,6 +147,44 @@ def devices_summary(results: Sequence[Any]) -> str:
 
 
 MISSING = "–"
+#: Decimals of a value by its unit, the one precision per kind of quantity across the book (the ledger and the
+#: key results read it): accuracies and errors in % to 2 decimals (as the papers print them), Γ and Pearson
+#: correlations to 3, perplexities to 2, losses in nats to 3, counts whole.
+UNIT_DECIMALS: dict[str, int] = {
+    "%": 2, "Γ": 3, "Gamma": 3, "perplexity": 2, "perplexity per character": 2, "cross-entropy": 3,
+    "nats": 3, "nats per token": 3, "×": 1, "x": 1, "s": 2, "M parameters": 2, "epochs": 0, "neurons": 1,
+    "parameters": 0, "samples": 0, "features": 0,
+}
+#: units written without a space before them, and units shown otherwise than spelled (Γ is the quantity itself)
+_TIGHT_UNITS = ("%", "×", "x")
+_UNIT_LABEL = {"x": "×", "Gamma": "", "Γ": ""}
+
+
+def unit_decimals(unit: str) -> int:
+    """How many decimals a value in ``unit`` is shown with (:data:`UNIT_DECIMALS`; 3 for a unit not listed)."""
+    return UNIT_DECIMALS.get(unit, 3)
+
+
+def quantity_text(values: Sequence[float], unit: str = "", *, spread: bool = True, std: float | None = None) -> str:
+    """Values of one quantity as the book prints them: ``mean (std) unit, n = k`` at the unit's precision
+    (:func:`unit_decimals`; counts with thousands separators); one value alone; "–" for none. ``spread=False``
+    gives the mean alone; ``std`` a spread printed beside a single value (a paper's "value (std)")."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return MISSING
+    d = unit_decimals(unit)
+    mean = float(v.mean()) + 0.0
+    text = f"{mean:,.{d}f}"
+    if spread and v.size > 1:
+        text += f" ({float(v.std(ddof=1)):,.{d}f})"
+    elif std is not None:
+        text += f" ({std:,.{d}f})"
+    label = _UNIT_LABEL.get(unit, unit)
+    if label:
+        text += ("" if unit in _TIGHT_UNITS else " ") + label
+    return text + (f", n = {v.size}" if spread and v.size > 1 else "")
+
+
 #: the house style of every table: wraps at the text width, numbers right-aligned, no index
 TABLE_CSS = (
     "<style>table.house{border-collapse:collapse;margin:0.5em 0;font-size:0.9em;max-width:100%}"
@@ -161,6 +210,38 @@ def _missing(value: Any) -> bool:
         return value is pd.NA or value is pd.NaT
     except ImportError:  # pragma: no cover
         return False
+
+
+def _breakable(text: str) -> str:
+    """``text`` as escaped HTML in which a token longer than :data:`LONG_TOKEN` may break after its punctuation
+    (``tests/<wbr>test_<wbr>ledger.<wbr>py``, ``ln<wbr>(1/<wbr>(1-k))/<wbr>rate``): a path or a formula in a
+    narrow column wraps instead of widening the table past the text column. ``<wbr>`` adds no text."""
+    parts = re.split(r"(\s+)", text)
+    return "".join(html.escape(part) if len(part) <= LONG_TOKEN or part.isspace()
+                   else "<wbr>".join(html.escape(piece) for piece in _BREAK_AFTER.split(part)) for part in parts)
+
+
+def _segments(text: str) -> list[str]:
+    """The pieces of ``text`` that cannot break: tokens between spaces, long ones cut as :func:`_breakable` cuts."""
+    return [piece for token in text.split() for piece in
+            (_BREAK_AFTER.split(token) if len(token) > LONG_TOKEN else [token])]
+
+
+def _min_chars(heads: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool]) -> float:
+    """The table's narrowest width in characters: per column the longest piece that cannot break (a whole
+    number cell, since numbers do not wrap), plus the cell's padding."""
+    total = 0.0
+    for head, column, num in zip(heads, cells, numeric):
+        widest = max((len(p) for p in _segments(head)), default=0)
+        for text in column:
+            widest = max(widest, len(text) if num else max((len(p) for p in _segments(text)), default=0))
+        total += widest + _CELL_PAD_CHARS
+    return total
+
+
+def _compact(heads: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool]) -> bool:
+    """Whether the table is set compact: its narrowest layout is wider than :data:`COLUMN_CHARS`."""
+    return _min_chars(heads, cells, numeric) > COLUMN_CHARS
 
 
 #: a formatted number that rounded to zero from below ("-0.0", "-0", "-0.00%")

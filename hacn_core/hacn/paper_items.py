@@ -348,7 +348,10 @@ PLACES: dict[str, Place] = {
     "hacn/fig3c": Place(CH4, "Robustness to input noise (Fig. 3c)"),
     "hacn/fig1a/vision-connectivity": Place(CH4, VIT_C, drawn_from=(VIT,)),
     "hacn/table3/imagenet-gamma": Place(CH4, VIT_C),  # beside our ViT's Gamma; chapter 2 lists it as not run
-    "hacn/table5/gpt2-training-config": Place(CH5, "The setting, and why this budget"),
+    "hacn/table5/gpt2-training-config": Place(CH5, "The setting, and why this budget",
+                                              ("tests/test_ledger_exact.py::test_hacn_table5_is_the_decoder_paper_profile",)),
+    "hacn/table4/gpt2-parameters": Place(CH5, "The setting, and why this budget",
+                                         ("tests/test_decoder.py::test_table4_parameter_count_is_bias_free_with_tied_embeddings",)),
     "hacn/fig4a/owt2-layerwise-ppl": Place(CH5, PPL, drawn_from=(DECODER,)),
     "hacn/fig4b/pg19-layerwise-ppl": Place(CH5, PPL, drawn_from=(DECODER,)),
     "hacn/fig4": Place(CH5, PPL),

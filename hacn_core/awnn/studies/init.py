@@ -334,5 +334,5 @@ EXPERIMENT = Experiment(
     # Fig. 7 (right) is a figure without numbers: the ledger row shows the final training
     # accuracy (%) of the kaiming runs, the number behind "convergence is hard to attain"
     links=(Link("awnn/fig7-right/spiralhard-kaiming-convergence", "final_train_acc", {"init": "kaiming"},
-                scale=100.0),),
+                scale=100.0, unit="%"),),
 )

@@ -420,8 +420,9 @@ LONG = Experiment(
             Link("hacn/fig7/extra-parameters", "extra_parameters",
                  {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10, "epochs": LONG_EPOCHS}, tolerance=0.0),
             Link("hacn/fig2a/layerwise-accuracy", "first_half_exit_accuracy",
-                 {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10, "epochs": LONG_EPOCHS}, scale=100.0),
-            Link("hacn/fig6b/gamma-evolution", "gamma_max", {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10, "epochs": LONG_EPOCHS}),
+                 {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10, "epochs": LONG_EPOCHS}, scale=100.0, unit="%"),
+            Link("hacn/fig6b/gamma-evolution", "gamma_max",
+                 {"rule": "hacn", "alpha_mu": 0.25, "num_classes": 10, "epochs": LONG_EPOCHS}, unit="Γ"),
         )
     ),
 )

@@ -151,6 +151,15 @@ def seed_correlations_by_rule(results: Sequence[RunResult], rules: Sequence[str]
     table = pd.concat(parts, ignore_index=True)
     return table[["rule"] + [c for c in table.columns if c != "rule"]]
 
+def pair_pearsons(runs: Sequence[RunResult]) -> list[float]:
+    """The Pearson correlation (%) of the converged ``a`` without ``a_L`` of every pair of ``runs`` (the values
+    whose mean :func:`correlation_table` reports); empty for fewer than two runs."""
+    if len(runs) < 2:
+        return []
+    corr = pairwise_pearson(torch.as_tensor(np.array([r.curves["alpha_final"] for r in runs])[:, :-1])).numpy()
+    return [float(v) for v in 100 * corr[np.triu_indices(len(runs), k=1)]]
+
+
 
 def correlation_table(runs: Sequence[RunResult], paper_item: str, paper_setting: str):
     """Pearson correlation of the converged ``a`` (``alpha_final``) between every pair of ``runs`` (seeds of one
@@ -702,56 +711,77 @@ def claims(results: Sequence[RunResult]):
         d = _difference(metric(m10["hacn"], "test_accuracy"), metric(m10["resnet"], "test_accuracy"))
         table.add("H-ACN's final accuracy matches the ResNet's", "Sec. 3.2, Fig. 2a",
                   f"H-ACN − ResNet: {signed(d, 100)} points",
-                  sign_verdict(d, -MATCH_POINTS / 100))  # surely not more than MATCH_POINTS lower
+                  sign_verdict(d, -MATCH_POINTS / 100),  # surely not more than MATCH_POINTS lower
+                  items=("hacn/fig2a/layerwise-accuracy",), under="final accuracy")
     for rule in ("hacn", "acn"):
         if m10[rule] and m10["resnet"]:
             d = _difference(metric(m10[rule], "first_half_exit_accuracy"),
                             metric(m10["resnet"], "first_half_exit_accuracy"))
             table.add(f"{RULE_LABELS[rule]} compresses: its half-depth exit beats the ResNet's", "Sec. 3.2, Fig. 2a",
-                      f"half-depth exit, {RULE_LABELS[rule]} − ResNet: {signed(d, 100)} points", sign_verdict(d))
+                      f"half-depth exit, {RULE_LABELS[rule]} − ResNet: {signed(d, 100)} points", sign_verdict(d),
+                      items=("hacn/fig2a/layerwise-accuracy",), under=f"{RULE_LABELS[rule]} auto-compression")
     if m10["hacn"] and m2["hacn"]:
         def share(runs: Sequence[RunResult]) -> list[float]:
             return [r.metrics["first_half_exit_accuracy"] / r.metrics["test_accuracy"] for r in runs]
 
         d = _difference(share(m2["hacn"]), share(m10["hacn"]))
         table.add("On 2 classes H-ACN compresses more", "Sec. 3.2.1, Fig. 2a (dashed)",
-                  f"half-depth exit ÷ final accuracy, 2 − 10 classes: {signed(d, 100)} points", sign_verdict(d))
+                  f"half-depth exit ÷ final accuracy, 2 − 10 classes: {signed(d, 100)} points", sign_verdict(d),
+                  items=("hacn/fig2a/layerwise-accuracy",), under="2 classes")
     if m10["acn"] and m10["hacn"]:
         d = _difference(metric(m10["acn"], "train_loss"), metric(m10["hacn"], "train_loss"))
         table.add("H-ACN trains faster than an ACN (the ACN needs ~100 more epochs of 300)", "Sec. 3.2, Fig. 2b",
-                  f"final training loss, ACN − H-ACN: {signed(d, digits=3)}", sign_verdict(d))
+                  f"final training loss, ACN − H-ACN: {signed(d, digits=3)}", sign_verdict(d),
+                  items=("hacn/fig2b/train-loss", "hacn/fig2b/acn-extra-epochs"))
     if m10["hacn"] and m2["hacn"]:
         d = _difference(metric(m10["hacn"], "gamma"), metric(m2["hacn"], "gamma"))
         g10, g2 = item(table3_item(10)).paper_value, item(table3_item(2)).paper_value
         table.add(f"Γ is larger on the harder task (Table 3: {g10:g} on CIFAR-10, {g2:g} on CIFAR-2)",
                   "Sec. 3.2.1, Table 3",
-                  f"Γ, 10 − 2 classes: {signed(d, digits=3)}", sign_verdict(d))
+                  f"Γ, 10 − 2 classes: {signed(d, digits=3)}", sign_verdict(d),
+                  items=(table3_item(10), table3_item(2), "hacn/fig2c/learned-alpha"), under="Eq. 2")
     code = {k: cell_runs(full, rule="hacn_code_mixer", alpha_mu=0.25, num_classes=k) for k in (10, 2)}
     if code[10] and code[2]:
         d = _difference(metric(code[10], "gamma"), metric(code[2], "gamma"))
         table.add("Under the public code's rule, Γ is larger on the harder task", "Table 3; public code",
-                  f"Γ, 10 − 2 classes, public code rule: {signed(d, digits=3)}", sign_verdict(d))
+                  f"Γ, 10 − 2 classes, public code rule: {signed(d, digits=3)}", sign_verdict(d),
+                  items=(table3_item(10), table3_item(2), "hacn/fig2c/learned-alpha"),
+                  under="the public code's rule")
     if len(m10["hacn"]) >= 2:
         corr = seed_correlations(full)
         mean = float(corr.loc["without a_L", "mean Pearson (%)"])
         paper = item(PEARSON_MIXER).paper_value
         table.add(f"The converged a hardly depend on the seed (Pearson {paper:g}%; holds here at ≥ {PEARSON_HOLDS:g}%)",
-                  "Sec. 4", f"mean Pearson over seed pairs, a_1..a_15: {mean:.1f}%", mean >= PEARSON_HOLDS)
+                  "Sec. 4", f"mean Pearson over seed pairs, a_1..a_15: {mean:.1f}%", mean >= PEARSON_HOLDS,
+                  items=(PEARSON_MIXER,), values=pair_pearsons(cell_runs(full, rule="hacn", alpha_mu=0.25,
+                                                                        num_classes=10)), unit="%", under="Eq. 2")
+    code10 = cell_runs(full, rule="hacn_code_mixer", alpha_mu=0.25, num_classes=10)
+    if len(code10) >= 2:
+        pairs = pair_pearsons(code10)
+        paper = item(PEARSON_MIXER).paper_value
+        table.add(f"Under the public code's rule, the converged a hardly depend on the seed (Pearson {paper:g}%; "
+                  f"holds here at ≥ {PEARSON_HOLDS:g}%)", "Sec. 4; public code",
+                  f"mean Pearson over seed pairs, a_1..a_15, public code rule: {np.mean(pairs):.1f}%",
+                  bool(np.mean(pairs) >= PEARSON_HOLDS), items=(PEARSON_MIXER,), values=pairs, unit="%",
+                  under="the public code's rule")
     mu = {m: cell_runs(full, rule="hacn", alpha_mu=m, num_classes=10) for m in TABLE2_MUS}
     if mu[0.25] and mu[1.0]:
         d = _difference(metric(mu[0.25], "test_accuracy"), metric(mu[1.0], "test_accuracy"))
         table.add("Starting near an ACN (μ 0.25) beats starting near a ResNet (μ 1)", "Table 2",
-                  f"test accuracy, μ 0.25 − μ 1: {signed(d, 100)} points", sign_verdict(d))
+                  f"test accuracy, μ 0.25 − μ 1: {signed(d, 100)} points", sign_verdict(d),
+                  items=tuple(table2_item(m) for m in TABLE2_MUS))
         d = _difference(metric(mu[1.0], "gamma"), metric(mu[0.25], "gamma"))
         table.add("ResNet-like starts stay more densely connected", "Fig. 5",
-                  f"final Γ, μ 1 − μ 0.25: {signed(d, digits=3)}", sign_verdict(d))
+                  f"final Γ, μ 1 − μ 0.25: {signed(d, digits=3)}", sign_verdict(d),
+                  items=("hacn/fig5/gamma-vs-init-mean",))
     others = {"denseformer": cell_runs(full, rule="denseformer", num_classes=10),
               "dense_mixer": cell_runs(full, arch="dense_mixer", num_classes=10)}
     for key, runs in others.items():  # App. B.1: H-ACN "above all other architectures"
         if m10["hacn"] and runs:
             d = _difference(metric(m10["hacn"], "test_accuracy"), metric(runs, "test_accuracy"))
             table.add(f"H-ACN ends more accurate than the {RULE_LABELS[key]} Mixer", "App. B.1, Fig. 7",
-                      f"test accuracy, H-ACN − {RULE_LABELS[key]}: {signed(d, 100)} points", sign_verdict(d))
+                      f"test accuracy, H-ACN − {RULE_LABELS[key]}: {signed(d, 100)} points", sign_verdict(d),
+                      items=("hacn/fig7/vs-denseformer-densenet",), under=f"against the {RULE_LABELS[key]} Mixer")
     noisy = [r for r in m10["hacn"] if "noise_accuracy/0.3" in r.metrics]
     base = [r for r in m10["resnet"] if "noise_accuracy/0.3" in r.metrics]
     if noisy and base:

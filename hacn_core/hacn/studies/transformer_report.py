@@ -79,6 +79,11 @@ MATCH_POINTS = hmr.MATCH_POINTS
 PEARSON_HOLDS = hmr.PEARSON_HOLDS
 TABLE3_IMAGENET = hmr.TABLE3_IMAGENET
 PEARSON_GPT = "hacn/sec4/alpha-correlation-gpt2-owt2"
+#: Fig. 3b's item of each rule's ViT, and Fig. 4's final perplexities (OWT-2 and PG-19), for the ledger
+VIT_ITEMS: dict[str, str] = {rule: f"hacn/fig3b/vit-imagenet-{'res' if rule == 'resnet' else rule}"
+                             for rule in ("resnet", "acn", "hacn")}
+FINAL_PPL_ITEMS: tuple[str, ...] = tuple(f"hacn/fig4/{data}-final-ppl-{rule}" for data in ("owt2", "pg19")
+                                         for rule in ("hacn", "res"))
 
 
 # ----------------------------------------------------------------------------- runs and cells
@@ -581,13 +586,14 @@ def vit_claims(results: Sequence[RunResult]):
         d = difference(speed(h), speed(r))
         table.add("H-ACN matches the ResNet's training speed", "Sec. 3.3, Fig. 3a",
                   f"mean validation accuracy over the epochs, H-ACN − ResNet: {signed(d, 100)} points",
-                  sign_verdict(d, -MATCH_POINTS / 100))
+                  sign_verdict(d, -MATCH_POINTS / 100), items=("hacn/fig3a/vit-accuracy-vs-epochs",))
     if a and r:
         d = difference(speed(r), speed(a))
         epochs = item("hacn/fig3a/acn-epochs-to-match").paper_value
-        table.add(f"The ACN trains more slowly (it needs about {epochs:.0f} epochs to catch up)", "Sec. 3.3, Fig. 3a",
+        table.add(f"The ACN trains more slowly than the ResNet (paper: about {epochs:.0f} epochs to catch up; "
+                  "tested here: a lower validation accuracy on average over the epochs)", "Sec. 3.3, Fig. 3a",
                   f"mean validation accuracy over the epochs, ResNet − ACN: {signed(d, 100)} points",
-                  sign_verdict(d))
+                  sign_verdict(d), items=("hacn/fig3a/acn-epochs-to-match",))
     for other in ("resnet", "acn"):
         if h and runs[other]:
             d = _diff(h, runs[other], "test_accuracy")
@@ -595,21 +601,23 @@ def vit_claims(results: Sequence[RunResult]):
             table.add(f"H-ACN has a better final accuracy than the {hmr.RULE_LABELS[other]} (paper: {paper:+.2f} "
                       "points)", "Sec. 3.3, Fig. 3b",
                       f"test accuracy, H-ACN − {hmr.RULE_LABELS[other]}: {signed(d, 100, 2)} points",
-                      sign_verdict(d))
+                      sign_verdict(d), items=(VIT_ITEMS["hacn"], VIT_ITEMS[other]),
+                      under=f"against the {hmr.RULE_LABELS[other]}")
     for std in NOISE_STDS:
         paper_h = vit_noise_paper("hacn", std)
         if h and r and paper_h is not None:
             d = _diff(h, r, _noise_metric(std))
             table.add(f"H-ACN is more robust to Gaussian input noise than the ResNet at σ = {std:g} "
                       f"(paper: {paper_h - vit_noise_paper('resnet', std):+.2f} points)", "Sec. 3.3, Fig. 3c",
-                      f"accuracy at σ = {std:g}, H-ACN − ResNet: {signed(d, 100, 2)} points", sign_verdict(d))
+                      f"accuracy at σ = {std:g}, H-ACN − ResNet: {signed(d, 100, 2)} points", sign_verdict(d),
+                      items=(f"hacn/fig3c/vit-noise{std:g}-hacn", f"hacn/fig3c/vit-noise{std:g}-res"))
     contrasts = [block_contrast(x.curves["alpha_final"]) for x in h]
     contrasts = [c for c in contrasts if math.isfinite(c)]
     if contrasts:
         holds = interval_verdict(contrasts, BLOCK_HOLDS)
         table.add(f"Vision connectivity is near-diagonal, not block-structured (block contrast below {BLOCK_HOLDS:g})",
                   "Sec. 4, Fig. 1a", f"block contrast B of the converged C: {_interval(contrasts)}",
-                  None if holds is None else not holds)
+                  None if holds is None else not holds, items=("hacn/fig1a/vision-connectivity",))
     return table.frame()
 
 
@@ -878,7 +886,8 @@ def ablation_claims(results: Sequence[RunResult], ablation_results: Sequence[Run
                   "App. D, Table 6",
                   "log perplexity, row − " + init_label(hda.INITS[hda.MAIN_INIT]) + ": "
                   + "; ".join(f"{init_label(hda.INITS[slug])} {signed(d, digits=3)}" for slug, d in diffs.items())
-                  + f" nats ({spread})", False if False in verdicts else True if every else None)
+                  + f" nats ({spread})", False if False in verdicts else True if every else None,
+                  items=tuple(f"hacn/table6/init-{slug}" for slug in hda.INITS))
     depth = {slug: diffs[slug] for slug in DEPTH_INIT_SLUGS if slug in diffs}
     if depth:
         verdicts = [False if sign_verdict(d) is False else sign_verdict(d, -PAR_NATS) for d in depth.values()]
@@ -887,7 +896,8 @@ def ablation_claims(results: Sequence[RunResult], ablation_results: Sequence[Run
                   "log perplexity, row − " + init_label(hda.INITS[hda.MAIN_INIT]) + ": "
                   + "; ".join(f"{init_label(hda.INITS[slug])} {signed(d, digits=3)}" for slug, d in depth.items())
                   + " nats", False if False in verdicts else True if len(depth) == len(DEPTH_INIT_SLUGS)
-                  and all(v is True for v in verdicts) else None)
+                  and all(v is True for v in verdicts) else None,
+                  items=tuple(f"hacn/table6/init-{slug}" for slug in DEPTH_INIT_SLUGS))
     pairs = []  # (init slug, seed, log ppl without - with DepthLN)
     for slug in hda.TABLE7_INITS:
         with_ = {r.seed: math.log(r.metrics["val_perplexity"]) for r in cells[slug, "paper"]}
@@ -901,7 +911,8 @@ def ablation_claims(results: Sequence[RunResult], ablation_results: Sequence[Run
                   + " and ".join(f"{v:+.3f}" for v in paper) + " nats)", "App. D, Table 7",
                   f"log perplexity, without − with DepthLN, paired by seed: {_interval(diffs_)} nats ("
                   + ", ".join(f"{init_label(hda.INITS[slug])} seed {seed} {d:+.3f}" for slug, seed, d in pairs) + ")",
-                  interval_verdict(diffs_, 0.0))
+                  interval_verdict(diffs_, 0.0),
+                  items=tuple(f"hacn/table7/init-{slug}-no-depthln" for slug in hda.TABLE7_INITS))
     return table.frame()
 
 
@@ -909,8 +920,9 @@ def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult
                    ablation_results: Sequence[RunResult] = ()):
     """The paper's decoder claims (Sec. 3.4, Sec. 4, App. E; Figs. 1b, 4, 9; Table 1) judged on the stored runs.
 
-    Directional claims: :func:`mixer_report.sign_verdict` of the 95% Welch interval; "on par": an equivalence test
-    of the log perplexities within ``±PAR_NATS`` (:func:`par_verdict`); thresholds on one quantity
+    Directional claims: :func:`mixer_report.sign_verdict` of the 95% Welch interval; "on par": judged as "no
+    worse", the interval of ResNet − H-ACN log perplexity above ``-PAR_NATS`` (so a clearly better H-ACN holds
+    it too); thresholds on one quantity
     (block contrast ``BLOCK_HOLDS``, Pearson ``PEARSON_HOLDS``, displacement left ``SET_LEFT``): the 95% interval
     over seeds on one side (:func:`interval_verdict`). ``vit_results``: the ViT study's runs, for the comparison of
     the two modalities; ``ablation_results``: hacn-decoder-ablations' runs, for App. D's claims
@@ -920,15 +932,19 @@ def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult
     runs = main_runs(results)
     r, a, h = runs["resnet"], runs["acn"], runs["hacn"]
     if h and r:
-        d = _diff(h, r, "val_perplexity", _log_ppl)
+        # "on par" judged one-sided, as "no worse": an H-ACN with a clearly lower perplexity than the ResNet's
+        # meets the paper's claim and more, so the verdict must not read "does not hold" for it
+        d = _diff(r, h, "val_perplexity", _log_ppl)
         owt = (item("hacn/fig4/owt2-final-ppl-hacn").paper_value, item("hacn/fig4/owt2-final-ppl-res").paper_value)
-        table.add(f"H-ACN's final perplexity is on par with the ResNet's ({owt[0]:g} vs {owt[1]:g} on OWT-2; here "
-                  f"within ±{100 * PAR_NATS:.0f}%)", "Sec. 3.4, Fig. 4, footnote 8",
-                  f"log perplexity, H-ACN − ResNet: {signed(d, digits=3)} nats", par_verdict(d, PAR_NATS))
+        better = "H-ACN lower" if d.mean > 0 else "H-ACN higher"
+        table.add(f"H-ACN's final perplexity is no worse than the ResNet's: at most {100 * PAR_NATS:.0f}% higher "
+                  f"(paper: on par, {owt[0]:g} vs {owt[1]:g} on OWT-2)", "Sec. 3.4, Fig. 4, footnote 8",
+                  f"log perplexity, ResNet − H-ACN: {signed(d, digits=3)} nats ({better})",
+                  sign_verdict(d, -PAR_NATS), items=FINAL_PPL_ITEMS)
         d = _diff(r, h, "half_depth_exit_perplexity", _log_ppl)
         table.add("H-ACN's intermediate layers have far lower perplexity than the ResNet's", "Sec. 3.4, Fig. 4a/b",
                   f"log perplexity at the half-depth exit, ResNet − H-ACN: {signed(d, digits=2)} nats",
-                  sign_verdict(d))
+                  sign_verdict(d), items=("hacn/fig4a/owt2-layerwise-ppl", "hacn/fig4b/pg19-layerwise-ppl"))
     if a and r:
         d = _diff(a, r, "val_perplexity", _log_ppl)
         table.add("The ACN underperforms the ResNet at the same steps", "Sec. 3.4, footnote 5",
@@ -937,26 +953,29 @@ def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult
         zs = item("hacn/fig4c/zero-shot-average-hacn").paper_value - item("hacn/fig4c/zero-shot-average-res").paper_value
         d = _diff(h, r, _cloze_metric(0.0))
         table.add(f"H-ACN generalises better zero-shot (paper: {zs:+.1f} points on average)", "Sec. 3.4, Fig. 4c",
-                  f"cloze accuracy without noise, H-ACN − ResNet: {signed(d, 100)} points", sign_verdict(d))
+                  f"cloze accuracy without noise, H-ACN − ResNet: {signed(d, 100)} points", sign_verdict(d),
+                  items=("hacn/fig4c/zero-shot-average-hacn", "hacn/fig4c/zero-shot-average-res",
+                         "hacn/table1/hellaswag-p0-hacn", "hacn/table1/hellaswag-p0-res"))
         for p in hd.CLOZE_NOISE[1:]:
             d = _diff(h, r, _cloze_metric(p))
             paper = hellaswag_paper("hacn", p)[0] - hellaswag_paper("resnet", p)[0]
             table.add(f"H-ACN is more robust to character noise at p = {p:g} (paper: {paper:+.2f} points)",
                       "Sec. 3.4, Table 1", f"cloze accuracy at p = {p:g}, H-ACN − ResNet: {signed(d, 100)} points",
-                      sign_verdict(d))
+                      sign_verdict(d), items=(f"hacn/table1/hellaswag-p{p:g}-hacn", f"hacn/table1/hellaswag-p{p:g}-res"))
     if len(h) >= 2:
         corr = seed_correlations(results)
         mean = float(corr.loc["without a_L", "mean Pearson (%)"])
         paper = item(PEARSON_GPT).paper_value
         table.add(f"The converged a hardly depend on the seed (Pearson {paper:g}%; holds here at ≥ {PEARSON_HOLDS:g}%)",
-                  "Sec. 4", f"mean Pearson over seed pairs, without a_L: {mean:.1f}%", mean >= PEARSON_HOLDS)
+                  "Sec. 4", f"mean Pearson over seed pairs, without a_L: {mean:.1f}%", mean >= PEARSON_HOLDS,
+                  items=(PEARSON_GPT,), values=hmr.pair_pearsons(h), unit="%")
     contrasts = [c for c in (block_contrast(x.curves["alpha_final"]) for x in h) if math.isfinite(c)]
     if contrasts:
         start = [block_contrast(x.curves["alpha_history"][0]) for x in h if "alpha_history" in x.curves]
         before = f" (at the start: {_interval(start)})" if start else ""
         table.add(f"Language develops block-structured, modular connectivity (block contrast ≥ {BLOCK_HOLDS:g})",
                   "Sec. 4, Fig. 1b", f"block contrast B of the converged C: {_interval(contrasts)}{before}",
-                  interval_verdict(contrasts, BLOCK_HOLDS))
+                  interval_verdict(contrasts, BLOCK_HOLDS), items=("hacn/fig1b/language-connectivity",))
         vit_h = main_runs(vit_results)["hacn"]
         vit = [c for c in (block_contrast(x.curves["alpha_final"]) for x in vit_h) if math.isfinite(c)]
         if vit:
@@ -970,7 +989,7 @@ def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult
                   f"{100 * SET_LEFT:.0f}% of the weights' displacement left)", "App. E, Fig. 9",
                   f"share of ‖a_T − a_0‖ left at {100 * SET_BY:.0f}% of training: "
                   f"{_interval([100 * v for v in left], 1)} %",
-                  None if early is None else not early)
+                  None if early is None else not early, items=("hacn/fig9/connectivity-evolution",))
     if ablation_results:
         ablation_claims(results, ablation_results, table)
     return table.frame()
