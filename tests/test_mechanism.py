@@ -194,3 +194,48 @@ def test_bad_configurations_are_refused_by_name():
         mechanism.check_config(config | {"rule": "resnet"})
     with pytest.raises(ValueError, match="profile"):
         mechanism.make_config("hacn", 0, profile="huge")
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def _fake_run(seed: int, g: list[list[float]], rule: str = "hacn_code_mixer"):
+    """A stored run of 3 layers whose a_i got the gradients ``g[step][layer]`` (one window per step) and whose
+    parts are (readout_t, stream_t, residual) = (g, 0, 0) at every step."""
+    from hacn_core.engine.results import RunResult
+
+    steps = len(g)
+    curves = {"record_step": list(range(steps + 1)), "probe/n": [0] + [1] * steps}
+    zero = [0.0, 0.0, 0.0]
+    rows = {"sum_g": g, "sum_g2": [[v * v for v in r] for r in g], "n_pos": [[float(v > 0) for v in r] for r in g],
+            "n_neg": [[float(v < 0) for v in r] for r in g], "sum_da": [[-v for v in r] for r in g],
+            "sum_abs_da": [[abs(v) for v in r] for r in g]}
+    for s, values in rows.items():
+        curves[f"probe/alpha/{s}"] = [zero] + values
+    curves |= {"probe/parts/readout_t": [zero] + g, "probe/parts/stream_t": [zero] * (steps + 1),
+               "probe/parts/residual": [zero] * (steps + 1)}
+    for i in range(3):
+        path = [0.25]
+        for r in g:
+            path.append(path[-1] - r[i])
+        curves[f"param/stack.alpha.{i}"] = path
+    config = {"rule": rule, "alpha_mu": 0.25, "num_layers": 3, "seed": seed}
+    return RunResult("hacn-mechanism", config, str(seed), seed, {}, curves)
+
+
+def test_report_finds_a_direction_only_where_the_gradient_has_one():
+    from hacn_core.hacn.studies import mechanism_report as report
+
+    steps = 400
+    gen = torch.Generator().manual_seed(0)
+    noise = torch.randn(steps, 3, generator=gen)
+    g = (noise + torch.tensor([-1.0, 0.0, 0.0])).tolist()  # layer 1 pushed up (negative gradient), layer 2 noise
+    stats = report.run_statistics(_fake_run(0, g))
+    assert list(report.detectable(stats["snr"], steps)) == [True, False]  # a_3 (a_L) is left out
+    assert stats["snr"][0] == pytest.approx(1.0, abs=0.15) and stats["sign_agreement"][0] > 0.8
+    table = report.statistics_table([_fake_run(0, g), _fake_run(1, g)])
+    row = table.iloc[0]
+    assert (row["rule"], row["seeds"], row["steps"], row["direction found (%)"]) == ("code rule", 2, steps, 50.0)
+    parts = report.parts_table([_fake_run(0, g)]).iloc[0]
+    mean = -sum(r[0] + r[1] for r in g) / steps * 1e3  # the push: minus the mean gradient, layers 1..L-1
+    assert parts["gain on t, readout"] == pytest.approx(mean) and parts["t's share (%)"] == pytest.approx(100.0)

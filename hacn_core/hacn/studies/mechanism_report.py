@@ -1,0 +1,311 @@
+"""What the chapter "Why the residual weights learn" shows of ``hacn-mechanism``: tables, claims, figures.
+
+Every number comes from the stored runs (:mod:`hacn_core.hacn.studies.mechanism`): the per-window sums
+of each residual scalar's gradient and of its three parts, pooled over a whole run. A layer's gradient
+has a *detectable direction* when its mean over the run differs from 0 at the 5% level,
+``|mean| / (std / sqrt(n)) > 1.96``, i.e. when its signal-to-noise ratio exceeds ``1.96 / sqrt(n)``
+(:func:`detectable`); for a gradient with no direction, 5% of layers pass by chance. Statistics are
+taken over layers ``1..L-1``: Eq. 2's ``a_L`` gets no gradient at all (Algorithm 1 drops ``x_L``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib import ticker
+
+from hacn_core import catalog
+from hacn_core.engine import plots
+from hacn_core.engine.registry import stored_runs
+from hacn_core.engine.results import RunResult
+from hacn_core.engine.tables import ClaimTable, house_table
+from hacn_core.hacn.connectivity import seed_correlation, total_connectivity_strength
+from hacn_core.hacn.studies import mechanism as mech
+from hacn_core.hacn.studies import mixer
+from hacn_core.hacn.studies import mixer_report as hmr
+
+#: (rule, mu) -> the label a reader sees
+VARIANT_LABELS: dict[tuple[str, float], str] = {
+    ("hacn", 0.25): "Eq. 2, μ 0.25", ("hacn_code_mixer", 0.25): "code rule", ("hacn_split_gain", 0.25): "split gain",
+    ("hacn", 0.75): "Eq. 2, μ 0.75", ("hacn", 1.0): "Eq. 2, μ 1",
+}
+#: the scalars a variant's table rows show: ``alpha`` (a_i) for all, ``beta`` (b_i) for the split-gain rule
+SCALAR_LABELS: dict[str, str] = {"alpha": "a (residual)", "beta": "b (gain on t)"}
+Z_95 = 1.96  # two-sided 5% level of the mean-is-zero test
+MISSING_NOTE = ("–: one seed stored, so no cross-seed correlation; or a cell the paper gives no value for "
+                "(Table 3 and Sec. 4 give Γ and the 92% for μ 0.25 only)")
+
+
+def load(profile: str) -> list[RunResult]:
+    """The study's runs: trained at the smoke scale (seconds), the stored ones otherwise (never trains)."""
+    if profile == "smoke":
+        return catalog.run(mech.EXPERIMENT_ID, profile, progress=False)
+    return stored_runs(mech.EXPERIMENT, profile)
+
+
+def variant(run: RunResult) -> tuple[str, float]:
+    return run.config["rule"], float(run.config["alpha_mu"])
+
+
+def by_variant(runs: Sequence[RunResult]) -> dict[tuple[str, float], list[RunResult]]:
+    """The runs of each variant present, in :data:`~hacn_core.hacn.studies.mechanism.VARIANTS` order, by seed."""
+    groups = {v: sorted((r for r in runs if variant(r) == v), key=lambda r: r.config["seed"]) for v in mech.VARIANTS}
+    return {v: rs for v, rs in groups.items() if rs}
+
+
+def _layers(run: RunResult) -> int:
+    return int(run.config["num_layers"])
+
+
+def run_statistics(run: RunResult, name: str = "alpha") -> dict[str, np.ndarray]:
+    """Per layer ``1..L-1``, over the whole run: ``snr``, ``sign_agreement``, ``drift_efficiency``,
+    ``mean_g``, ``total_da`` (:func:`~hacn_core.hacn.studies.mechanism.gradient_statistics`), and ``n``."""
+    sums = mech.pooled(run.curves, name)
+    stats = mech.gradient_statistics(sums)
+    inner = slice(0, _layers(run) - 1)
+    return {k: np.asarray(v[inner], dtype=float) for k, v in stats.items()} | {"n": np.asarray(sums["n"])}
+
+
+def detectable(snr: np.ndarray, steps: int) -> np.ndarray:
+    """Layers whose mean gradient differs from 0 at the 5% level: ``snr > 1.96 / sqrt(n)``."""
+    return snr > Z_95 / math.sqrt(steps)
+
+
+def weights(run: RunResult, name: str = "alpha", at: int = -1) -> np.ndarray:
+    """The scalars ``name`` of every layer at record ``at`` (``-1``: the end)."""
+    return np.array([run.curves[f"param/stack.{name}.{i}"][at] for i in range(_layers(run))])
+
+
+def statistics_table(runs: Sequence[RunResult]):
+    """One row per variant and probed scalar: steps, seeds, the medians over layers and seeds of SNR, sign
+    agreement and drift efficiency, the share of layers with a detectable direction, layers that moved up,
+    Gamma at the start and the end (mean over seeds) and the cross-seed Pearson correlation of the final weights."""
+    import pandas as pd
+
+    rows = []
+    for v, rs in by_variant(runs).items():
+        for name in ("alpha", "beta") if v[0] == "hacn_split_gain" else ("alpha",):
+            stats = [run_statistics(r, name) for r in rs]
+            n = int(stats[0]["n"])
+            # a_L left out, as the converged study's Pearson does (under Eq. 2 it is its initial draw)
+            pearson = seed_correlation(np.array([weights(r, name)[:-1] for r in rs])) if len(rs) >= 2 else math.nan
+            rows.append({
+                "rule": VARIANT_LABELS[v], "scalar": SCALAR_LABELS[name], "seeds": len(rs), "steps": n,
+                "SNR": float(np.nanmedian(np.concatenate([s["snr"] for s in stats]))),
+                "noise floor": mech.snr_noise_floor(n),
+                "sign agreement (%)": 100 * float(np.nanmedian(np.concatenate([s["sign_agreement"] for s in stats]))),
+                "drift efficiency": float(np.nanmedian(np.concatenate([s["drift_efficiency"] for s in stats]))),
+                "direction found (%)": 100 * float(np.mean(np.concatenate(
+                    [detectable(s["snr"], n) for s in stats]))),
+                "moved up (%)": 100 * float(np.mean(np.concatenate([s["total_da"] > 0 for s in stats]))),
+                "Γ start": float(np.mean([total_connectivity_strength(weights(r, name, 0)) for r in rs])),
+                "Γ end": float(np.mean([total_connectivity_strength(weights(r, name)) for r in rs])),
+                "Pearson (%)": 100 * pearson,
+            })
+    return pd.DataFrame(rows)
+
+
+def parts_table(runs: Sequence[RunResult]):
+    """One row per variant: the push each part of the gradient gives the residual scalars (minus the mean
+    gradient over the run, summed over layers ``1..L-1`` and averaged over seeds, in units of 1e-3), and the
+    share of the two token-mixing parts in the whole push. Under Eq. 2 only ``residual`` reaches ``a_i``;
+    the other two are what a gain on ``t`` would receive."""
+    import pandas as pd
+
+    rows = []
+    for v, rs in by_variant(runs).items():
+        push = {p: [] for p in mech.PARTS}
+        for r in rs:
+            sums = mech.pooled(r.curves, "parts")
+            for p in mech.PARTS:
+                push[p].append(-sum(sums[p][: _layers(r) - 1]) / sums["n"] * 1e3)
+        means = {p: float(np.mean(push[p])) for p in mech.PARTS}
+        total = sum(means.values())
+        rows.append({"rule": VARIANT_LABELS[v], "seeds": len(rs),
+                     "gain on t, readout": means["readout_t"], "gain on t, stream": means["stream_t"],
+                     "residual path": means["residual"], "sum": total,
+                     "t's share (%)": 100 * (means["readout_t"] + means["stream_t"]) / total if total else math.nan})
+    return pd.DataFrame(rows)
+
+
+def show(frame, *, caption: str = "", note: str = ""):
+    """A table of this chapter as the house shows it."""
+    formats = {c: ".3f" for c in ("SNR", "noise floor", "drift efficiency", "Γ start", "Γ end", "Γ", "paper Γ")}
+    formats |= {c: ".0f" for c in ("sign agreement (%)", "direction found (%)", "moved up (%)", "Pearson (%)",
+                                   "t's share (%)", "paper Pearson (%)")}
+    formats |= {c: "+.2f" for c in ("gain on t, readout", "gain on t, stream", "residual path", "sum")}
+    return house_table(frame, formats={c: f for c, f in formats.items() if c in frame.columns},
+                       missing_note=MISSING_NOTE, caption=caption, note=note)
+
+
+def converged_table(profile: str):
+    """What the converged study (``hacn-mixer-long``, 30 epochs) ended with, per rule and task: Gamma (mean
+    over seeds) and the mean pairwise Pearson correlation of the converged ``a`` without ``a_L``, beside
+    Table 3's Gamma and Sec. 4's 92%; empty when none of its runs is stored at ``profile``."""
+    import pandas as pd
+
+    full, _ = hmr.split_budgets(catalog.stored(mixer.LONG_ID, profile))
+    paper_gamma = {10: 0.428, 2: 0.326}  # H-ACN Table 3 (CIFAR-10, CIFAR-2)
+    rows = []
+    for v in VARIANT_LABELS:
+        if v[0] == "hacn_split_gain":
+            continue
+        for k in (10, 2):
+            rs = [r for r in full if r.config.get("rule") == v[0] and r.config.get("alpha_mu") == v[1]
+                  and r.config["num_classes"] == k]
+            if not rs:
+                continue
+            pairs = hmr.pair_pearsons(rs)
+            rows.append({"rule": VARIANT_LABELS[v], "classes": k, "seeds": len(rs),
+                         "Γ": float(np.mean([r.metrics["gamma"] for r in rs])),
+                         "paper Γ": paper_gamma[k] if v[1] == 0.25 else math.nan,
+                         "Pearson (%)": float(np.mean(pairs)) if pairs else math.nan,
+                         "paper Pearson (%)": 92.0 if (v[1], k) == (0.25, 10) else math.nan})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def _row(frame, label: str, scalar: str = "a (residual)"):
+    hit = frame[(frame["rule"] == label) & (frame["scalar"] == scalar)]
+    return None if hit.empty else hit.iloc[0]
+
+
+def verdicts(runs: Sequence[RunResult]):
+    """The chapter's claims, each judged on the runs (a :class:`~hacn_core.engine.tables.ClaimTable` frame).
+
+    1. Eq. 2's ``a_i`` get no consistent push at ``mu = 0.25``: at most 10% of layers show a direction
+       (5% by chance). 2. The code rule's ``a_i`` do: at least half of the layers show one and at least
+       75% move up. 3. A larger start gives Eq. 2's weights a direction: more layers show one at
+       ``mu = 1`` than at 0.25. 4. The split-gain rule's ``b_i`` (gain on ``t``) get a consistent push
+       (at least half of the layers). Undecided (None) when a variant's runs are not stored."""
+    stats = statistics_table(runs)
+    table = ClaimTable()
+    eq2, code, one, b = (_row(stats, "Eq. 2, μ 0.25"), _row(stats, "code rule"), _row(stats, "Eq. 2, μ 1"),
+                         _row(stats, "split gain", "b (gain on t)"))
+
+    def share(row) -> str:
+        return (f"{row['direction found (%)']:.0f}% of layers show a direction (SNR {row['SNR']:.3f}, "
+                f"noise floor {row['noise floor']:.3f}, {row['seeds']} seed(s))")
+
+    table.add("Under Eq. 2 from μ 0.25 the residual weights' gradient has no consistent direction",
+              "Sec. 4 (Γ settles, Table 3)", share(eq2) if eq2 is not None else "not stored",
+              None if eq2 is None else bool(eq2["direction found (%)"] <= 10), under="Eq. 2")
+    table.add("Under the code's rule the residual weights are pushed one way, upwards",
+              "public Mixer code", (share(code) + f"; {code['moved up (%)']:.0f}% moved up") if code is not None
+              else "not stored",
+              None if code is None else bool(code["direction found (%)"] >= 50 and code["moved up (%)"] >= 75),
+              under="the public code's rule")
+    table.add("A larger start (μ 1) gives Eq. 2's weights a direction they lack at μ 0.25", "Table 2, Fig. 5",
+              f"{one['direction found (%)']:.0f}% of layers at μ 1 vs {eq2['direction found (%)']:.0f}% at μ 0.25"
+              if one is not None and eq2 is not None else "not stored",
+              None if one is None or eq2 is None else bool(one["direction found (%)"] > eq2["direction found (%)"]),
+              under="Eq. 2")
+    table.add("A gain of its own on the token-mixing output is pushed consistently", "split-gain rule (ours)",
+              share(b) if b is not None else "not stored",
+              None if b is None else bool(b["direction found (%)"] >= 50), under="the split-gain rule")
+    return table.frame()
+
+
+def retrace_gap(runs: Sequence[RunResult]) -> float | None:
+    """The largest difference between a run's residual weights and those the converged study
+    (``hacn-mixer-long``, same configuration uncut) recorded at the same steps; None when none is stored."""
+    stored = stored_runs(mixer.LONG, "book")
+    gaps = []
+    for run in runs:
+        if run.config["rule"] == "hacn_split_gain":
+            continue
+        twin = [s for s in stored if all(s.config.get(k) == v for k, v in run.config.items()
+                                         if k not in ("stop_after_epochs",))]
+        if not twin:
+            continue
+        steps = {s: k for k, s in enumerate(twin[0].curves["record_step"])}
+        for k, step in enumerate(run.curves["record_step"]):
+            if step in steps:
+                gaps.append(float(np.max(np.abs(weights(run, at=k) - weights(twin[0], at=steps[step])))))
+    return max(gaps) if gaps else None
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def plot_consistency(runs: Sequence[RunResult]):
+    """(a) Each layer's gradient SNR over the run (median over seeds) per variant, with the 5% detection
+    line; (b) each layer's sign agreement, with 50% (a coin) marked."""
+    groups = by_variant(runs)
+    colours = plots.categorical(VARIANT_LABELS.values())  # one colour per rule in both figures
+    fig, axes = plots.figure(ncols=2, height=3.4)
+    (ax_snr, ax_sign) = axes[0]
+    steps = None
+    for v, rs in groups.items():
+        stats = [run_statistics(r) for r in rs]
+        steps = int(stats[0]["n"])
+        layers = np.arange(1, len(stats[0]["snr"]) + 1)
+        label = VARIANT_LABELS[v]
+        ax_snr.plot(layers, np.nanmedian([s["snr"] for s in stats], axis=0), marker="o", ms=3,
+                    color=colours[label], label=label)
+        ax_sign.plot(layers, 100 * np.nanmedian([s["sign_agreement"] for s in stats], axis=0), marker="o", ms=3,
+                     color=colours[label], label=label)
+    if steps:
+        ax_snr.axhline(Z_95 / math.sqrt(steps), color="0.4", ls=":", lw=1)
+        ax_snr.annotate("5% detection line", (1, Z_95 / math.sqrt(steps)), textcoords="offset points",
+                        xytext=(0, 4), fontsize=8, color="0.3")
+    ax_sign.axhline(50, color="0.4", ls=":", lw=1)
+    ax_snr.set(xlabel="layer i", ylabel="|mean g| / std g", title="(a) signal-to-noise of a_i's gradient",
+               yscale="log")
+    ax_snr.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax_snr.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax_sign.set(xlabel="layer i", ylabel="steps with the mean's sign (%)", title="(b) sign agreement")
+    for ax in (ax_snr, ax_sign):
+        plots.integer_ticks(ax)
+    plots.figure_legend(fig, where="below")
+    return fig
+
+
+def plot_paths_and_parts(runs: Sequence[RunResult]):
+    """(a) The residual weights of seed 0 over the steps, Eq. 2 at μ 0.25 against the code's rule (one thin
+    line per layer); (b) the code rule's push on each ``a_i`` split into its three parts (mean over seeds)."""
+    groups = by_variant(runs)
+    fig, axes = plots.figure(ncols=2, height=3.4)
+    ax_path, ax_parts = axes[0]
+    shown = [v for v in (("hacn", 0.25), ("hacn_code_mixer", 0.25)) if v in groups]
+    colours = plots.categorical(VARIANT_LABELS.values())
+    for v in shown:
+        run = groups[v][0]
+        steps = run.curves["record_step"]
+        for i in range(_layers(run) - 1):
+            ax_path.plot(steps, run.curves[f"param/stack.alpha.{i}"], color=colours[VARIANT_LABELS[v]], lw=0.8,
+                         alpha=0.7, label=VARIANT_LABELS[v] if i == 0 else None)
+    ax_path.set(xlabel="optimizer step", ylabel="a_i", title=f"(a) a_1..a_(L-1), seed {groups[shown[0]][0].config['seed']}"
+                if shown else "(a) a_i over training")
+    ax_path.legend(fontsize=8, loc="upper left")
+    code = groups.get(("hacn_code_mixer", 0.25), [])
+    if code:
+        layers = np.arange(1, _layers(code[0]))
+        names = {"readout_t": "gain on t, readout", "stream_t": "gain on t, stream", "residual": "residual path"}
+        part_colours = dict(zip(names.values(), plots.grey_ramp([0, 1, 2]).values()))  # greys: not rules
+        bottom_pos, bottom_neg = np.zeros(len(layers)), np.zeros(len(layers))
+        for p, label in names.items():
+            push = np.mean([-np.asarray(mech.pooled(r.curves, "parts")[p][: len(layers)])
+                            / mech.pooled(r.curves, "parts")["n"] for r in code], axis=0) * 1e3
+            bottom = np.where(push >= 0, bottom_pos, bottom_neg)
+            ax_parts.bar(layers, push, bottom=bottom, color=part_colours[label], label=label, width=0.8)
+            bottom_pos, bottom_neg = bottom_pos + np.maximum(push, 0), bottom_neg + np.minimum(push, 0)
+        ax_parts.axhline(0, color="0.3", lw=0.8)
+        ax_parts.set(xlabel="layer i", ylabel="push on a_i (−mean gradient, 1e-3)",
+                     title="(b) code rule: the push's parts")
+        ax_parts.legend(fontsize=8)
+        plots.integer_ticks(ax_parts)
+    return fig
+
+
+__all__ = [
+    "MISSING_NOTE", "SCALAR_LABELS", "VARIANT_LABELS", "by_variant", "converged_table", "detectable", "load",
+    "parts_table",
+    "plot_consistency", "plot_paths_and_parts", "retrace_gap", "run_statistics", "show", "statistics_table",
+    "variant", "verdicts", "weights",
+]
