@@ -212,21 +212,20 @@ def verdicts(runs: Sequence[RunResult]):
 
 
 def retrace_gap(runs: Sequence[RunResult]) -> float | None:
-    """The largest difference between a run's residual weights and those the converged study
-    (``hacn-mixer-long``, same configuration uncut) recorded at the same steps; None when none is stored."""
+    """The largest difference between a run's Gamma and the Gamma its converged-study twin
+    (``hacn-mixer-long``, the same configuration uncut) recorded at the same step (that study stores
+    Gamma every 50 steps, the weights only at the end); None when no twin is stored."""
     stored = stored_runs(mixer.LONG, "book")
     gaps = []
     for run in runs:
-        if run.config["rule"] == "hacn_split_gain":
-            continue
         twin = [s for s in stored if all(s.config.get(k) == v for k, v in run.config.items()
-                                         if k not in ("stop_after_epochs",))]
+                                         if k != "stop_after_epochs")]
         if not twin:
             continue
-        steps = {s: k for k, s in enumerate(twin[0].curves["record_step"])}
+        at = dict(zip(twin[0].curves["record_step"], twin[0].curves["gamma"]))
         for k, step in enumerate(run.curves["record_step"]):
-            if step in steps:
-                gaps.append(float(np.max(np.abs(weights(run, at=k) - weights(twin[0], at=steps[step])))))
+            if step in at:
+                gaps.append(abs(total_connectivity_strength(weights(run, at=k)) - at[step]))
     return max(gaps) if gaps else None
 
 
