@@ -181,3 +181,99 @@ def test_key_results_figure_draws_the_ledger_counts():
     assert len(set(GROUP_COLOURS.values())) <= plots.MAX_COLOURS
     with pytest.raises(ValueError, match="missing: differs"):
         plot_status_counts(counts.drop(columns="differs"))
+
+
+@pytest.mark.parametrize("vision", ["normal", "deuteranopia", "protanopia"])
+def test_house_colours_stay_apart_up_to_the_limit(vision):
+    """Any two colours one axis may get are at least MIN_COLOUR_DISTANCE apart (CIELAB ΔE), for readers with
+    normal vision and with simulated red-green colour blindness; and each stays clear of the paper's grey."""
+    colours = list(plots.categorical([f"c{i}" for i in range(plots.MAX_COLOURS)]).values())
+    assert len(colours) == plots.MAX_COLOURS
+    pairs = [(a, b) for i, a in enumerate(colours) for b in colours[i + 1:]]
+    closest = min(plots.colour_distance(a, b, vision) for a, b in pairs)
+    assert closest >= plots.MIN_COLOUR_DISTANCE[vision], f"{vision}: two house colours only ΔE {closest:.1f} apart"
+    assert min(plots.colour_distance(c, plots.PAPER_COLOUR, vision) for c in colours) >= 15.0
+
+
+def test_colour_distance_is_cielab_delta_e():
+    """Known values: black to white is ΔE 100 (L* 0 to 100); a colour to itself 0; red-green collapses under
+    deuteranopia, the case the simulated check exists for."""
+    assert plots.colour_distance("black", "white") == pytest.approx(100.0, abs=0.01)
+    assert plots.colour_distance("#E69F00", "#E69F00") == 0.0
+    assert plots.colour_distance("#00A000", "#C00000", "deuteranopia") < 0.5 * plots.colour_distance("#00A000", "#C00000")
+    with pytest.raises(ValueError, match="allowed: normal"):
+        plots.colour_distance("red", "blue", "tritan")
+
+
+def test_integer_ticks_on_an_integer_axis():
+    fig, axes = plots.figure()
+    ax = axes[0, 0]
+    ax.plot(np.arange(17), np.linspace(0, 1, 17))  # exits 0..16: matplotlib alone would tick 0, 2.5, 5, ...
+    ax.set_xlim(-0.5, 16.5)
+    plots.integer_ticks(ax, "x")
+    fig.canvas.draw()
+    ticks = [t for t in ax.get_xticks() if -0.5 <= t <= 16.5]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+
+
+def test_twin_axes_share_the_height_of_zero():
+    fig, axes = plots.figure()
+    ax = axes[0, 0]
+    ax.bar(np.arange(5), [3, 1, 0, 2, 4])
+    twin = plots.twin_axes(ax)
+    twin.plot(np.arange(5), [-0.01, 0.02, 0.0, 0.04, 0.03], ".")
+    plots.align_zeros(ax, twin)
+
+    def zero_height(a):
+        low, high = a.get_ylim()
+        return -low / (high - low)
+
+    assert zero_height(ax) == pytest.approx(zero_height(twin))
+    for a, data in ((ax, [0, 4]), (twin, [-0.01, 0.04])):  # no data cut off
+        low, high = a.get_ylim()
+        assert low <= min(data) and high >= max(data)
+
+
+def test_value_scale_keeps_points_linear():
+    assert plots.value_scale([1.6, 1.9, 2.2, 2.4]) == "linear"  # errors that differ by tenths of a point
+    assert plots.value_scale([1.6, 2.2, 88.0]) == "linear"  # under two decades
+    assert plots.value_scale([1e-4, 0.5, 3.0]) == "log"
+    assert plots.value_scale([0.0, 1.0, 1000.0]) == "linear"  # a zero has no place on a log axis
+
+
+def test_encoding_legend_shows_every_colour_and_style():
+    """A figure that encodes the dataset by colour and the arm by line style: a legend of the colours
+    alone leaves the styles unexplained; encoding_legend covers both."""
+    fig, axes = plots.figure()
+    ax = axes[0, 0]
+    colours = plots.categorical(["DoubleMoon", "Spiral"])
+    styles = {"Eq. 14": {"linestyle": "-"}, "renormalised": {"linestyle": "--"}}
+    for name, colour in colours.items():
+        for style in styles.values():
+            ax.plot(np.arange(5), np.random.default_rng(0).random(5), color=colour, **style)
+    plain = ax.legend([ax.get_lines()[0], ax.get_lines()[2]], list(colours))
+    assert plots.unexplained_styles(ax, plain) == {("--", "")}
+    plain.remove()
+    leg = plots.encoding_legend(ax, colours, styles)
+    assert plots.unexplained_styles(ax, leg) == set()
+    assert [t.get_text() for t in leg.get_texts()] == [*colours, *styles]
+    fig_leg = plots.encoding_legend(fig, colours, styles)
+    assert fig_leg in fig.legends and len(fig_leg.legend_handles) == 4
+
+
+def test_grey_ramp_orders_dark_to_light_and_keeps_off_the_palette():
+    ramp = plots.grey_ramp([0.1, 0.005, 0.05, 0.01])
+    levels = [float(ramp[v]) for v in (0.005, 0.01, 0.05, 0.1)]
+    assert levels == sorted(levels) and levels[0] == 0.0
+    assert all(plots.colour_distance(g, c) >= 20 for g in ramp.values() for c in plots.HOUSE_COLOURS)
+    with pytest.raises(ValueError, match="MAX_COLOURS"):
+        plots.grey_ramp(range(plots.MAX_COLOURS + 1))
+
+
+def test_spread_is_drawn_whenever_there_is_more_than_one_run():
+    fig, axes = plots.figure()
+    ax = axes[0, 0]
+    plots.with_ci(ax, np.arange(4), np.array([[1.0, 2, 3, 4]]), "one run")
+    assert not ax.collections  # one run: no band to draw
+    plots.with_ci(ax, np.arange(4), np.array([[1.0, 2, 3, 4], [1.5, 2.5, 2.5, 4.5]]), "two runs")
+    assert len(ax.collections) == 1

@@ -12,8 +12,16 @@ One look for every chapter, legible at the book's text width:
   is one and outside on the right otherwise; ``legend_outside`` puts it to the right of
   or below the axes; ``figure_legend`` gives a grid of panels one legend below them all.
 * Categories (rules, batch sizes, datasets) get distinct colours from one colour-blind
-  palette, never a continuous colormap: ``categorical`` maps at most :data:`MAX_COLOURS`
-  of them to colours and refuses more; ``small_multiples`` splits a longer list into panels.
+  palette (Okabe & Ito's), never a continuous colormap: ``categorical`` maps at most
+  :data:`MAX_COLOURS` of them to colours and refuses more; ``small_multiples`` splits a
+  longer list into panels. Any two house colours differ by at least
+  :data:`MIN_COLOUR_DISTANCE` (CIELAB ΔE), also as a reader with red-green colour
+  blindness sees them (``colour_distance``).
+* Axes say what they hold: ``integer_ticks`` for counts (layers, exits, blocks);
+  ``twin_axes`` only with the two zeros at one height; ``value_scale`` picks a log axis
+  only for values spread over decades (points of accuracy stay linear).
+* A legend shows every encoding used: ``encoding_legend`` gives one entry per colour and one
+  per line style or marker; ``unexplained_styles`` lists the styles a legend leaves out.
 * The paper's value beside ours: ``paper_vs_ours`` (grouped bars), ``paper_line`` (a
   dashed reference line on a curve) and ``paper_point`` (a marker on a scatter or curve),
   all labelled "paper" and drawn in :data:`PAPER_COLOUR`.
@@ -31,17 +39,26 @@ import numpy as np
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.collections import Collection
+from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter
+from matplotlib.colors import to_rgb
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 from matplotlib.transforms import ScaledTranslation
 
 PALETTE = "colorblind"
-#: The house colours: seaborn's colour-blind palette reordered so that the first four are far apart
-#: (blue, orange, green, pink; vermilion, next to orange, comes fifth). Also matplotlib's C0..C5.
-HOUSE_COLOURS: list[tuple[float, float, float]] = [sns.color_palette(PALETTE)[i] for i in (0, 1, 2, 4, 3, 9)]
+#: The house colours: Okabe & Ito's colour-blind-safe palette (blue, orange, bluish green, reddish purple,
+#: sky blue, vermilion), without its yellow (too light on white) and black (too close to the paper's grey).
+#: Ordered so that every prefix is as far apart as it can be: vermilion, the nearest to orange, comes only
+#: sixth. Also matplotlib's C0..C5.
+HOUSE_COLOURS: list[tuple[float, float, float]] = [
+    to_rgb(c) for c in ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")]
+#: the least CIELAB distance (CIE76 ΔE) between two house colours, in normal vision and as simulated for
+#: deuteranopia and protanopia (``colour_distance``); about 2.3 is the smallest difference one can see,
+#: and thin lines need far more
+MIN_COLOUR_DISTANCE = {"normal": 25.0, "deuteranopia": 15.0, "protanopia": 15.0}
 FIG_WIDTH = 6.4  # inches: the book's text width; every figure is this wide
 PAPER_COLOUR = "0.35"  # the paper's values: dark grey, distinct from every palette colour
 PAPER_LABEL = "paper"
@@ -118,6 +135,17 @@ def categorical(categories: Sequence[Hashable]) -> dict:
     return dict(zip(categories, HOUSE_COLOURS))
 
 
+def grey_ramp(values: Sequence[float]) -> dict:
+    """Greys from black (the smallest value) to light grey (the largest), for an ordered setting drawn
+    beside a categorical one: a figure whose one panel colours batch sizes and whose other panel shows
+    starting rates must not give one colour two meanings. At most :data:`MAX_COLOURS` values."""
+    values = sorted(dict.fromkeys(values))
+    if not 1 <= len(values) <= MAX_COLOURS:
+        raise ValueError(f"grey_ramp: {len(values)} values; allowed: 1 to MAX_COLOURS={MAX_COLOURS}")
+    levels = np.linspace(0.0, 0.7, len(values)) if len(values) > 1 else [0.0]
+    return {v: str(round(float(level), 3)) for v, level in zip(values, levels)}
+
+
 def small_multiples(categories: Sequence[Hashable], per_panel: int = MAX_COLOURS) -> list[list]:
     """``categories`` split into consecutive groups of at most ``per_panel``, balanced (7 -> 4 + 3).
 
@@ -131,6 +159,85 @@ def small_multiples(categories: Sequence[Hashable], per_panel: int = MAX_COLOURS
     panels = -(-len(categories) // per_panel)  # ceil
     size = -(-len(categories) // panels)
     return [categories[i:i + size] for i in range(0, len(categories), size)]
+
+
+#: Machado, Oliveira & Fernandes (2009) matrices for full deuteranopia and protanopia, on linear sRGB
+_CVD = {
+    "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                              [-0.011820, 0.042940, 1.068881]]),
+    "protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                            [-0.003882, -0.048116, 1.051998]]),
+}
+
+
+def _linear(rgb: np.ndarray) -> np.ndarray:
+    """sRGB in [0, 1] to linear light (IEC 61966-2-1)."""
+    return np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+
+
+def _lab(colour, vision: str = "normal") -> np.ndarray:
+    """CIELAB (D65) of a matplotlib colour, as seen in ``vision`` ("normal" or a key of ``_CVD``)."""
+    linear = _linear(np.asarray(to_rgb(colour), dtype=float))
+    if vision != "normal":
+        linear = np.clip(_CVD[vision] @ linear, 0.0, 1.0)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    xyz = xyz / np.array([0.95047, 1.0, 1.08883])  # relative to the D65 white
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def colour_distance(a, b, vision: str = "normal") -> float:
+    """CIE76 ΔE between two matplotlib colours, in normal ``vision`` or simulated colour blindness
+    ("deuteranopia", "protanopia")."""
+    if vision not in ("normal", *_CVD):
+        raise ValueError(f"colour_distance: vision={vision!r}; allowed: normal, {', '.join(_CVD)}")
+    return float(np.linalg.norm(_lab(a, vision) - _lab(b, vision)))
+
+
+def integer_ticks(ax: Axes, axis: str = "x") -> None:
+    """Ticks at whole numbers only on ``axis`` of ``ax`` (layers, exits, blocks, epochs: no 2.5)."""
+    if axis not in ("x", "y"):
+        raise ValueError(f"integer_ticks: axis={axis!r}; allowed: 'x', 'y'")
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
+
+
+def twin_axes(ax: Axes) -> Axes:
+    """A second y axis on the right of ``ax``; call :func:`align_zeros` once both are drawn."""
+    twin = ax.twinx()
+    twin.spines["right"].set_visible(True)
+    return twin
+
+
+def align_zeros(ax: Axes, twin: Axes) -> None:
+    """Limits of two y axes (``ax`` and its ``twin``) set so that y = 0 sits at one height on both.
+
+    Each range is widened to include 0; then both get the larger of the two shares of the axis
+    that lies below 0, so neither axis loses data.
+    """
+    limits = []
+    for a in (ax, twin):
+        low, high = a.get_ylim()
+        limits.append((min(low, 0.0), max(high, 0.0)))
+    below = max(-low / (high - low) if high > low else 0.0 for low, high in limits)  # share under the zero
+    for a, (low, high) in zip((ax, twin), limits):
+        if below >= 1.0:  # both wholly negative
+            a.set_ylim(low, 0.0)
+            continue
+        span = max(high / (1 - below), -low / below if below > 0 else 0.0)
+        a.set_ylim(-below * span, (1 - below) * span)
+
+
+def value_scale(values: Sequence[float], decades: float = 2.0) -> str:
+    """"log" when the positive ``values`` spread over more than ``decades`` powers of ten, else "linear".
+
+    Values that differ by points (accuracies of 97.1 and 97.6%) must stay on a linear axis, where
+    their difference shows; a log axis is for values of different orders of magnitude.
+    """
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0 or (v <= 0).any():
+        return "linear"
+    return "log" if np.log10(v.max() / v.min()) > decades else "linear"
 
 
 # ---- legends ---------------------------------------------------------------
@@ -260,6 +367,53 @@ def figure_legend(fig, axes=None, where: str = "below", ncols: int | None = None
     return fig.legend(list(entries.values()), list(entries), loc=loc, ncols=ncols, **kwargs)
 
 
+def encoding_handles(colours: dict | None = None, styles: dict | None = None,
+                     style_colour: str = "0.3") -> list[Line2D]:
+    """Legend entries for a figure that encodes two things: one per colour and one per line style.
+
+    ``colours`` maps a label to a colour (a solid line in it), ``styles`` a label to line keyword
+    arguments such as ``{"linestyle": "--"}`` or ``{"marker": "D", "linestyle": "none"}``, drawn in
+    ``style_colour`` (a neutral grey) unless they name their own ``color``.
+    """
+    handles = [Line2D([], [], color=c, label=str(label)) for label, c in (colours or {}).items()]
+    handles += [Line2D([], [], **{"color": style_colour, **style}, label=str(label))
+                for label, style in (styles or {}).items()]
+    if not handles:
+        raise ValueError("encoding_handles: give colours, styles or both")
+    return handles
+
+
+def encoding_legend(target: Axes | Figure, colours: dict | None = None, styles: dict | None = None, *,
+                    where: str = "below", style_colour: str = "0.3", **kwargs) -> Legend:
+    """One legend that shows every encoding of a figure: an entry per colour and one per line style
+    (:func:`encoding_handles`). ``target``: an Axes (``where`` "below" or "right" of it, or "corner",
+    :func:`legend`) or a Figure (below all its panels)."""
+    handles = encoding_handles(colours, styles, style_colour)
+    if isinstance(target, Figure):
+        if target.get_layout_engine() is None:  # the 'outside' locations need constrained layout
+            target.set_layout_engine("constrained")
+        kwargs.setdefault("ncols", min(len(handles), 3))
+        return target.legend(handles=handles, loc="outside lower center", **kwargs)
+    if where == "corner":
+        return legend(target, handles=handles, **kwargs)
+    kwargs.setdefault("ncols", min(len(handles), 3) if where == "below" else 1)
+    return legend_outside(target, where, handles=handles, **kwargs)
+
+
+def _style(line: Line2D) -> tuple[str, str]:
+    marker = line.get_marker()
+    return (str(line.get_linestyle()), "" if marker in (None, "None", "none", "", " ") else str(marker))
+
+
+def unexplained_styles(ax: Axes, legend: Legend | None = None) -> set[tuple[str, str]]:
+    """The (line style, marker) pairs that ``ax``'s data lines use and ``legend`` (default: the axes',
+    else the figure's) does not show. Empty when the legend explains every style the figure draws."""
+    legend = legend or ax.get_legend() or (ax.figure.legends[0] if ax.figure.legends else None)
+    used = {_style(line) for line in ax.get_lines() if line.get_visible() and len(line.get_xdata()) > 1}
+    shown = {_style(h) for h in (legend.legend_handles if legend is not None else []) if isinstance(h, Line2D)}
+    return used - shown
+
+
 # ---- the paper beside ours ---------------------------------------------------
 
 
@@ -271,7 +425,7 @@ def paper_vs_ours(ax, labels: Sequence[str], paper: Sequence[float | None], ours
     perr = None if paper_err is None else np.array([np.nan if p is None else p for p in paper_err], dtype=float)
     ax.bar(x - 0.2, paper_values, width=0.4, yerr=perr, capsize=3, color=PAPER_COLOUR, label=PAPER_LABEL)
     ax.bar(x + 0.2, ours, width=0.4, yerr=ours_err, capsize=3,
-           color=ours_colour or sns.color_palette(PALETTE)[0], label="ours")
+           color=ours_colour or HOUSE_COLOURS[0], label="ours")
     ax.set_xticks(x, labels)
     ax.set_ylabel(ylabel)
     legend(ax)

@@ -354,7 +354,7 @@ def seed_table(results: Sequence[RunResult]):
     """Cells with two or more seeds stored: the seeds, and the mean, std (ddof=1), min and max
     of the tail total width and the final test accuracy over them. The paper reports Figs. 4
     and 10 over 10 seeds; the long-run tables of the chapter show seed 0, this one how far
-    the other seeds stored so far spread around it."""
+    the other stored seeds spread around it."""
     import pandas as pd
 
     cells: dict[tuple, list[RunResult]] = {}
@@ -444,13 +444,17 @@ def record_epochs(r: RunResult) -> np.ndarray:
     return np.asarray(r.curves["record_epoch"])
 
 
-def plot_sweep(ax, results: Sequence[RunResult], sweep: str, activations: Sequence[str]) -> None:
+def plot_sweep(ax, results: Sequence[RunResult], sweep: str, activations: Sequence[str]) -> int:
     """One panel of Figs. 4 / 10: total width over epochs per value of ``sweep`` (mean over the runs of
-    ``activations``, band of one standard error), log scale fitted to the mean curves."""
+    ``activations``, band of one standard error where a curve has more than one run), log scale fitted
+    to the mean curves. Returns the fewest runs behind a curve (1: no spread can be drawn)."""
     from hacn_core.engine import plots
 
+    fewest = 0
     values = sweep_values(sweep)
-    colours = plots.categorical(values)  # five settings, five distinct colours (not a ramp)
+    # batch sizes: five distinct colours; starting rates: a grey ramp (dark = small), so that no colour
+    # means one thing in a batch-size panel and another in the starting-rate panel beside it
+    colours = plots.categorical(values) if sweep == "batch_size" else plots.grey_ramp(values)
     for v in values:
         runs = [r for r in results if r.config["activation"] in activations and in_sweep(r.config, sweep)
                 and r.config[sweep] == v]
@@ -459,9 +463,11 @@ def plot_sweep(ax, results: Sequence[RunResult], sweep: str, activations: Sequen
         n = min(len(r.curves["total_width"]) for r in runs)
         plots.with_ci(ax, record_epochs(runs[0])[:n], np.stack([r.curves["total_width"][:n] for r in runs]), f"{v:g}",
                       color=colours[v])
+        fewest = min(fewest, len(runs)) if fewest else len(runs)
     ax.set(xlabel="epoch", ylabel="total width")
     if ax.get_lines():
         plots.clip_log_axis(ax)
+    return fewest
 
 
 #: legend titles of the two sweeps
@@ -492,9 +498,10 @@ def plot_fig10(results: Sequence[RunResult]):
     from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, nrows=len(ACTIVATIONS), height=2.2, sharex=True, sharey=True)
+    fewest = []
     for i, act in enumerate(ACTIVATIONS):
-        plot_sweep(axes[i, 0], results, "batch_size", (act,))
-        plot_sweep(axes[i, 1], results, "rate_init", (act,))
+        fewest += [plot_sweep(axes[i, 0], results, "batch_size", (act,)),
+                   plot_sweep(axes[i, 1], results, "rate_init", (act,))]
         axes[i, 0].set_title(f"{ACTIVATION_LABELS[act]}: batch sizes")
         axes[i, 1].set_title(f"{ACTIVATION_LABELS[act]}: starting rates")
         axes[i, 1].set_ylabel("")
@@ -506,6 +513,8 @@ def plot_fig10(results: Sequence[RunResult]):
     for ax, sweep in zip(axes[-1], SWEEPS):  # one legend per column, under it
         if ax.get_lines():
             plots.legend_outside(ax, "below", title=SWEEP_LEGEND[sweep], ncols=5, columnspacing=1.0)
+    if max(fewest, default=0) == 1:  # say why no curve has a band
+        fig.suptitle("one run (one seed) per curve: no spread between seeds to draw")
     return fig
 
 

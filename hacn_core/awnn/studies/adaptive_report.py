@@ -215,8 +215,10 @@ def total_width(r: RunResult) -> np.ndarray:
 def cost_table(results: Sequence[RunResult]):
     """Measured CPU seconds per run (one thread), mean per dataset and arm, with the study's total."""
     frame = results_frame(results)
-    table = frame.groupby(["study", "dataset", "arm"])["cpu_s"].agg(["mean", "count", "sum"]).round(1)
-    return table
+    table = frame.groupby(["study", "dataset", "arm"])["cpu_s"].agg(["mean", "count", "sum"])
+    # units in the headers: CPU seconds per run, runs, CPU hours in all
+    table = table.assign(sum=table["sum"] / 3600).round({"mean": 1, "sum": 2})
+    return table.rename(columns={"mean": "CPU s per run (mean)", "count": "runs", "sum": "CPU hours (sum)"})
 
 
 def plot_datasets(data_seed: int = 0):
@@ -282,11 +284,18 @@ def plot_width_and_accuracy(results: Sequence[RunResult], fixed: Sequence[RunRes
                 plots.paper_point(ax, x_end, paper.paper_value, yerr=paper.paper_std, color=colours[d],
                                   markeredgecolor=plots.PAPER_COLOUR, markeredgewidth=1.2,
                                   label="_nolegend_")
-    plots.paper_key(axes[0, 0], "paper, Table 1 (AWNN)")
     axes[0, 0].set(xscale="symlog", yscale="log", xlabel="epoch", ylabel="total width")
     axes[0, 1].set(xscale="symlog", xlabel="epoch", ylabel="test accuracy (%)", ylim=(45, 101))
     axes[0, 0].axhline(quantile_width(START_RATE), color="0.6", linewidth=0.8)
-    plots.figure_legend(fig, axes[0, :1])
+    # colour: the dataset; line style: the arm; so the legend shows both (and the grey marks)
+    plots.encoding_legend(fig, colours, {
+        "AWNN, Eq. 14 as written": {"linestyle": "-"},
+        "AWNN, renormalised importances": {"linestyle": "--"},
+        "fixed-width MLP (right)": {"linestyle": ":"},
+        "starting width (Eq. 11)": {"color": "0.6", "linewidth": 0.8},
+        "paper, Table 1 (AWNN)": {"marker": "D", "linestyle": "none", "markersize": 5,
+                                  "markerfacecolor": "white", "markeredgecolor": plots.PAPER_COLOUR},
+    }, ncols=3)
     return fig
 
 

@@ -112,7 +112,10 @@ def cost_table(results: Sequence[RunResult]):
 
     frame = pd.DataFrame([{"study": r.config["study"], "arm": ARM_LABELS[r.config["importance_norm"]],
                            "rate prior": r.config["rate_prior"], "cpu_s": r.metrics["cpu_s"]} for r in results])
-    return frame.groupby(["study", "arm", "rate prior"])["cpu_s"].agg(["mean", "count", "sum"]).round(1)
+    table = frame.groupby(["study", "arm", "rate prior"])["cpu_s"].agg(["mean", "count", "sum"])
+    # units in the headers: CPU seconds per run, runs, CPU hours in all
+    table = table.assign(sum=table["sum"] / 3600).round({"mean": 1, "sum": 2})
+    return table.rename(columns={"mean": "CPU s per run (mean)", "count": "runs", "sum": "CPU hours (sum)"})
 
 
 def plot_anneal(results: Sequence[RunResult]):
@@ -160,17 +163,19 @@ def plot_anneal(results: Sequence[RunResult]):
 
 def plot_truncation(results: Sequence[RunResult], seed: int | None = None):
     """Fig. 6. Left: test accuracy against the percentage of last neurons removed, mean over
-    seeds per arm (each run's curve interpolated on a common grid); the paper's lossless
-    30% as a vertical line. Right: per-neuron Eq. 14 activations over the test set for one
-    run per arm (``seed``, default the smallest): median and 5-95% band of ``h_j``, mean
-    ``|h_j|`` (dots) and its exponential fit (dotted), log scale over the six decades below the
-    largest value (a dead neuron's mean of 1e-45 would otherwise stretch it over fifty)."""
+    seeds per arm with a band of one standard error (each run's curve interpolated on a common
+    grid); the paper's lossless 30% as a vertical line. Right: the Eq. 14 activations of every
+    hidden neuron over the test set for one run per arm (``seed``, default the smallest): the
+    mean ``|h_j|`` (dots) with a line up to its 95% quantile, the least-squares exponential fit
+    of the means (dotted, drawn inside the frame only), and the neurons that are never active on
+    the test set (a mean six decades or more under the largest) as crosses on a labelled floor under
+    the smallest active mean."""
     from hacn_core.engine import plots
 
     fig, axes = plots.figure(ncols=2, height=3.0)
     colours = plots.categorical(ARMS)
     grid = np.linspace(0.0, 0.95, 96)
-    limits: list[float] = []  # the measured activations' range (the fits can run far outside it)
+    profiles = {}  # arm -> (seed, activation profile)
     for arm in ARMS:
         runs = select(results, study="truncate", importance_norm=arm)
         if not runs:
@@ -179,25 +184,44 @@ def plot_truncation(results: Sequence[RunResult], seed: int | None = None):
                                   right=np.nan) for r in runs])
         plots.with_ci(axes[0, 0], 100 * grid, 100 * acc, ARM_LABELS[arm], color=colours[arm])
         pick = min(runs, key=lambda r: r.seed if seed is None else abs(r.seed - seed))
-        prof = {k[len("activation/"):]: np.asarray(v) for k, v in pick.curves.items() if k.startswith("activation/")}
-        j = np.arange(prof["mean_abs"].size)
-        ax = axes[0, 1]
-        floor = 1e-6 * float(np.nanmax(prof["q95"]))  # six decades under the largest activation
-        ax.fill_between(j, np.maximum(prof["q5"], floor), np.maximum(prof["q95"], floor), color=colours[arm],
-                        alpha=0.2, linewidth=0)
-        ax.plot(j, np.maximum(prof["q50"], floor), color=colours[arm], linewidth=0.8)
-        ax.plot(j, np.maximum(prof["mean_abs"], floor), ".", color=colours[arm], label="_nolegend_")
-        fit_ = exponential_fit(prof["mean_abs"])
-        ax.plot(j, np.maximum(fit_["A"] * np.exp(-fit_["b"] * j), floor), color=colours[arm], linestyle=":")
-        ax.set_title(f"activations, seed {pick.seed}")
-        limits += [floor, float(np.nanmax(np.maximum(prof["q95"], prof["mean_abs"])))]
+        profiles[arm] = (pick.seed, {k[len("activation/"):]: np.asarray(v, dtype=float)
+                                     for k, v in pick.curves.items() if k.startswith("activation/")})
     lossless = paper_items.item("awnn/fig6-left/lossless-truncation").paper_value
-    plots.paper_line(axes[0, 0], lossless, orientation="vertical", label=f"paper: lossless up to {lossless:g}%",
-                     text=False)
+    plots.paper_line(axes[0, 0], lossless, orientation="vertical", text=False, in_legend=False)
     axes[0, 0].set(xlabel="last neurons removed (%)", ylabel="test accuracy (%)")
-    axes[0, 1].set(xlabel="neuron j", ylabel=r"$h_j$ over test samples")
-    if limits:
-        axes[0, 1].set_yscale("log")
-        axes[0, 1].set_ylim(min(limits) / 2, max(limits) * 2)
-    plots.figure_legend(fig, axes[0, :1], ncols=3)
+    ax = axes[0, 1]
+    # active: a mean within six decades of the largest (a dead ReLU's mean of 1e-45 is not a signal)
+    active = {arm: prof["mean_abs"] > 1e-6 * np.nanmax(prof["mean_abs"]) for arm, (_, prof) in profiles.items()}
+    if profiles:
+        low = min(float(prof["mean_abs"][active[arm]].min()) for arm, (_, prof) in profiles.items())
+        high = max(float(np.nanmax(prof["q95"])) for _, prof in profiles.values())
+        floor = low / 4  # where the never-active neurons are drawn, labelled
+        for arm, (pick_seed, prof) in profiles.items():
+            j = np.arange(prof["mean_abs"].size)
+            on, mean = active[arm], prof["mean_abs"]
+            ax.vlines(j[on], mean[on], np.maximum(prof["q95"][on], mean[on]), color=colours[arm], linewidth=0.8,
+                      alpha=0.6)
+            ax.plot(j[on], mean[on], "o", markersize=3, color=colours[arm])
+            ax.plot(j[~on], np.full((~on).sum(), floor), "x", markersize=4, color=colours[arm])
+            fit_ = exponential_fit(mean)
+            curve = fit_["A"] * np.exp(-fit_["b"] * j)
+            inside = (curve >= floor) & (curve <= high * 2)
+            ax.plot(j[inside], curve[inside], color=colours[arm], linestyle=":")
+        ax.axhline(floor, color="0.75", linewidth=0.6, zorder=0)
+        ax.annotate("never active", xy=(0.0, floor), xycoords=("axes fraction", "data"), xytext=(2, 3),
+                    textcoords="offset points", ha="left", va="bottom", fontsize=plots.FONT_SIZES["legend.fontsize"],
+                    color="0.4")
+        ax.set_yscale("log")
+        ax.set_ylim(floor / 2, high * 2)
+        seeds = sorted({s for s, _ in profiles.values()})
+        ax.set_title(f"activations of one run per arm (seed {', '.join(map(str, seeds))})")
+    ax.set(xlabel="neuron j", ylabel=r"$|h_j|$ over the test set")
+    plots.integer_ticks(ax, "x")
+    plots.encoding_legend(fig, {ARM_LABELS[a]: colours[a] for a in ARMS}, {
+        "mean $|h_j|$ (right)": {"marker": "o", "markersize": 3, "linestyle": "none"},
+        "up to its 95% quantile": {"linewidth": 0.8},
+        "exponential fit (right)": {"linestyle": ":"},
+        "never active (right)": {"marker": "x", "markersize": 4, "linestyle": "none"},
+        f"paper: lossless up to {lossless:g}%": {"linestyle": "--", "color": plots.PAPER_COLOUR, "linewidth": 1.0},
+    }, ncols=4)
     return fig

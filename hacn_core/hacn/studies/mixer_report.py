@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import seaborn as sns
 import torch
 
 from hacn_core.engine import plots, tables
@@ -151,6 +150,7 @@ def seed_correlations_by_rule(results: Sequence[RunResult], rules: Sequence[str]
     table = pd.concat(parts, ignore_index=True)
     return table[["rule"] + [c for c in table.columns if c != "rule"]]
 
+
 def pair_pearsons(runs: Sequence[RunResult]) -> list[float]:
     """The Pearson correlation (%) of the converged ``a`` without ``a_L`` of every pair of ``runs`` (the values
     whose mean :func:`correlation_table` reports); empty for fewer than two runs."""
@@ -158,7 +158,6 @@ def pair_pearsons(runs: Sequence[RunResult]) -> list[float]:
         return []
     corr = pairwise_pearson(torch.as_tensor(np.array([r.curves["alpha_final"] for r in runs])[:, :-1])).numpy()
     return [float(v) for v in 100 * corr[np.triu_indices(len(runs), k=1)]]
-
 
 
 def correlation_table(runs: Sequence[RunResult], paper_item: str, paper_setting: str):
@@ -323,12 +322,13 @@ def code_rule_table(results: Sequence[RunResult]):
 
 # ----------------------------------------------------------------------------- figures
 
-# One fixed colour per architecture (seaborn's colour-blind palette by name, so the same rule has the same
-# colour in every figure), chosen so that the rules drawn together (Fig. 2, Fig. 7, each panel of chapter 3)
-# never share a hue family.
-_CB = sns.color_palette("colorblind")
-_STYLE = {"resnet": _CB[0], "acn": _CB[1], "hacn": _CB[2], "laurel": _CB[3], "denseformer": _CB[4],
-          "rezero": _CB[5], "hacn_code_mixer": _CB[7], "dense_mixer": _CB[9]}
+# One fixed colour per architecture from the house palette, so that the same rule has the same colour in
+# every figure that draws the residual family together (Fig. 2, Fig. 7: at most six on an axis). ReZero and
+# LAuReL share colours with ACN and the public code's rule: they are drawn only in chapter 3's comparison,
+# whose panels colour their own designs (plots.categorical) and carry their own legends.
+_CB = plots.HOUSE_COLOURS
+_STYLE = {"resnet": _CB[0], "acn": _CB[1], "hacn": _CB[2], "hacn_code_mixer": _CB[3], "denseformer": _CB[4],
+          "dense_mixer": _CB[5], "rezero": _CB[1], "laurel": _CB[3]}
 _TWO_CLASSES = _CB[4]  # the 2-class H-ACN beside the 10-class one (green)
 _MU_COLOURS = (_CB[2], _CB[4], _CB[0])  # Table 2's init means 0.25 (ACN-like), 0.75, 1 (ResNet-like)
 
@@ -349,7 +349,7 @@ def code_rule_reading(results: Sequence[RunResult]) -> str:
         return f"{values[0]:.2f}" if len(values) == 1 else f"{values[0]:.2f}-{values[-1]:.2f}"
 
     def gamma(runs: Sequence[RunResult]) -> str:
-        return seed_cell([r.metrics["gamma"] for r in runs], digits=3) if runs else "not stored yet"
+        return seed_cell([r.metrics["gamma"] for r in runs], digits=3) if runs else "not stored"
 
     paper = {k: item(table3_item(k)).paper_value for k in (10, 2)}
     out = []
@@ -372,7 +372,7 @@ def code_rule_reading(results: Sequence[RunResult]) -> str:
         out.append(f"Γ, 10 − 2 classes, is {signed(d, digits=3)}: " + {
             True: f"Table 3's effect of task difficulty shows under this rule{beside}.",
             False: "the easier task ends with the larger Γ, against Table 3.",
-            None: "the seeds cannot yet tell whether Γ depends on the task under this rule."}[sign_verdict(d)])
+            None: "the seeds cannot tell whether Γ depends on the task under this rule."}[sign_verdict(d)])
     settled = sum(last_fifth_fraction(r) < SETTLED_FRACTION for r in code)
     out.append(f"{settled} of its {len(code)} runs settled by the criterion above.")
     return " ".join(out)
@@ -511,28 +511,33 @@ def plot_fig7(results: Sequence[RunResult]):
 
 #: chapter 3's small multiples: the designs whose output is the last stream, and those built on a sum of outputs
 COMPARISON_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("identity path kept (output = last stream)", ("resnet", "rezero", "laurel", "denseformer")),
+    ("output = the last layer's stream", ("resnet", "rezero", "laurel", "denseformer", "dense_mixer")),
     ("output = sum of layer outputs", ("resnet", "acn", "hacn", "hacn_code_mixer")),
 )
 
 
 def plot_comparison(results: Sequence[RunResult]):
-    """Chapter 3: layer-wise test accuracy of every residual rule on the same Mixer and budget.
+    """Chapter 3: layer-wise test accuracy of every design on the same Mixer and budget (every design of
+    the chapter's table, the 10-layer DenseNet-style Mixer included).
 
-    Two panels of at most four rules each (the ResNet rule in both, as the common reference), so no axis
-    carries more than four colours."""
-    fig, axes = plots.figure(ncols=2, sharey=True)
+    Small multiples: nine designs are more than one axis can tell apart by colour, so two panels of at
+    most five, each with its own colours (:func:`plots.categorical`, the ResNet rule first and so blue in
+    both, as the common reference) and its own legend below it."""
+    fig, axes = plots.figure(ncols=2, sharey=True, height=3.6)
     for ax, (title, rules) in zip(axes[0], COMPARISON_PANELS):
+        colours = plots.categorical(rules)
         for rule in rules:
-            runs = cell_runs(results, rule=rule, num_classes=10,
-                             **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {}))
+            runs = (cell_runs(results, arch="dense_mixer", num_classes=10) if rule == "dense_mixer" else
+                    cell_runs(results, rule=rule, num_classes=10,
+                              **({"alpha_mu": 0.25} if rule in WEIGHTED_RULES else {})))
             if runs:
                 acc = 100 * np.array([r.curves["layerwise_test_accuracy"] for r in runs])
-                plots.with_ci(ax, np.arange(acc.shape[1]), acc, label=RULE_LABELS[rule], color=_STYLE[rule])
+                plots.with_ci(ax, np.arange(acc.shape[1]), acc, label=RULE_LABELS[rule], color=colours[rule])
         ax.set_xlabel("exit (layers used)")
+        plots.integer_ticks(ax, "x")
         ax.set_title(title, fontsize="medium")
+        plots.legend_outside(ax, "below", ncols=2)
     axes[0][0].set_ylabel("test accuracy (%)")
-    plots.figure_legend(fig)  # one entry per design (the ResNet rule is in both panels), below the data
     return fig
 
 
