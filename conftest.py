@@ -155,8 +155,9 @@ def ensure_test_data(names: Sequence[str], root: Path, download: bool, say: Call
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    if hasattr(config, "workerinput") or config._hacn_data_mode == "skip" or not whole_folder_run(config):
-        return  # xdist workers: the controller checked; skip mode: tests skip instead
+    if (hasattr(config, "workerinput") or config._hacn_data_mode == "skip" or config.option.collectonly
+            or not whole_folder_run(config)):
+        return  # xdist workers: the controller checked; skip mode: tests skip instead; --collect-only reads none
     from hacn_core.engine.data import data_root, downloads_allowed
 
     reporter = config.pluginmanager.get_plugin("terminalreporter")

@@ -38,7 +38,7 @@ from hacn_core.engine.results import REPO_ROOT, code_version, results_root
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
 #: chapter (its notebook's name in notebooks/) -> the experiments whose stored runs it reads, at any profile.
-#: The ledger, the key results and the performance appendix read files of the whole checkout
+#: The ledger, the key results and the appendices read files of the whole checkout
 #: (every experiment, benchmarks/gpu-records/) and are not packed.
 CHAPTERS: dict[str, tuple[str, ...]] = {
     "hacn_01_forward_rule": (),
@@ -46,13 +46,14 @@ CHAPTERS: dict[str, tuple[str, ...]] = {
     "hacn_03_budgets": ("hacn-mixer-cost", "hacn-mixer-long"),
     "hacn_04_vit": ("hacn-vit",),
     "hacn_05_decoder": ("hacn-decoder", "hacn-decoder-ablations", "hacn-vit"),
+    "hacn_06_mechanism": ("hacn-mechanism", "hacn-mixer-long"),
     "awnn_01_width": ("awnn-kaiming-plus",),
     "awnn_02_tabular": ("awnn-tabular-adaptive", "awnn-tabular-fixed"),
     "awnn_03_compress": ("awnn-compress",),
     "awnn_04_ablations": ("awnn-ablations", "awnn-compress", "awnn-fixed-plus", "awnn-tabular-adaptive",
                           "awnn-tabular-fixed"),
     "awnn_05_images": ("awnn-images",),
-    "awnn_06_graphs": ("awnn-fixed-plus", "awnn-graphs"),
+    "awnn_06_graphs": ("awnn-graphs",),  # App. D's Fixed+ runs are filed under awnn-graphs
     "awnn_07_text": ("awnn-text",),
     "gates_01_mnist": ("gates-gate-gradients", "gates-keras", "gates-mnist"),
     "gates_02_cifar": ("gates-cifar",),

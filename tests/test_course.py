@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: one H-ACN and one AWNN chapter, run end to end by the teacher's test
 TEACHER_CHAPTERS = ("hacn_02_mixer", "awnn_02_tabular")
 #: chapters of the book that are not packed (they read the whole checkout), with the reason
-NOT_PACKED = {"00_ledger", "key_results", "appendix_performance"}
+NOT_PACKED = {"00_ledger", "key_results", "appendix_performance", "appendix_provenance"}
 
 
 def _fake_wheel(folder: Path) -> Path:
@@ -54,17 +54,21 @@ def test_every_chapter_of_the_toc_is_packed_or_named_as_not():
 
 
 def _named_experiments(path: Path) -> set[str]:
-    """Experiment ids the notebook's code passes to ``catalog.run / stored / get``: string literals and
+    """Experiment ids the notebook's code passes to ``catalog.run / stored / get`` or ``run_or_load``: literals and
     ``alias.NAME`` constants of the study modules it imports (``from hacn_core.x import y as alias``)."""
     import importlib
 
     from hacn_core.catalog import EXPERIMENTS
 
-    code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+    cells = json.loads(path.read_text())["cells"]
+    end = next((i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+                and "".join(c["source"]).lstrip().startswith(course.EXERCISES_HEADING)), len(cells))
+    # the exercises' cells train their own smoke runs (a temporary store) and are not run by the book
+    code = "\n".join("".join(c["source"]) for c in cells[:end] if c["cell_type"] == "code")
     aliases = {alias or name: f"{package}.{name}" for package, name, alias in
                re.findall(r"from (hacn_core[\w.]*) import (\w+)(?: as (\w+))?", code)}
     found = set()
-    for arg in re.findall(r"catalog\.(?:run|stored|get)\(\s*([\w.\"'-]+)", code):
+    for arg in re.findall(r"(?:catalog\.(?:run|stored|get)|run_or_load)\(\s*([\w.\"'-]+)", code):
         if arg[0] in "\"'":
             found.add(arg.strip("\"'"))
         elif "." in arg and arg.split(".")[0] in aliases:
@@ -180,7 +184,8 @@ def test_a_teacher_runs_the_pack_from_a_fresh_environment(chapter, tmp_path):
     wheel = course.build_wheel(tmp_path / "dist")
     times["wheel"] = time.monotonic() - started
     started = time.monotonic()
-    assert main(["course", chapter, str(tmp_path / "pack"), "--wheel", str(wheel)]) == 0
+    assert main(["course", chapter, str(tmp_path / "pack"), "--wheel", str(wheel),
+                 "--results", str(COMMITTED_STORE)]) == 0
     times["pack"] = time.monotonic() - started
     started = time.monotonic()
     python = _fresh_venv(tmp_path / "venv", wheel)
