@@ -206,14 +206,14 @@ def test_ablation_table_reads_the_main_row_from_the_study_and_the_others_from_th
     assert table.loc[1, "paper perplexity"] == "19.25 ± 0.03" and table.loc[5, "paper perplexity"] == "20.05 ± 0.04"
     # the main study alone: its row filled, every other row waits for the ablation experiment
     alone = tr.ablation_table(runs)
-    assert (alone["ours perplexity"] == "not stored yet").sum() == 7
+    assert (alone["ours perplexity"] == "not stored").sum() == 7
     assert alone.loc[3, "ours perplexity"] == "5.02 (0.01), n=3"
     # an exp-decay run (alpha_mu 0.25, alpha_sigma 0.005) is never the main comparison's H-ACN
     assert tr.main_runs(runs + ablations)["hacn"] == tr.main_runs(runs)["hacn"]
     # every row has a cell in one grid at every profile: nothing is "not run here"
     for profile in ("smoke", "book", "paper"):
         frame = tr.ablation_table([], profile=profile)
-        assert set(frame["ours perplexity"]) == {"not stored yet"} and "-" not in set(frame["experiment"])
+        assert set(frame["ours perplexity"]) == {"not stored"} and "-" not in set(frame["experiment"])
     assert all(where is not None for *_, where in tr.ABLATIONS)
     cover = tr.coverage_table(hda.EXPERIMENT.runs("book"), ablations)
     assert "exp. decay: N(0.25, 0.005) → N(0.1, 0.005)" in set(cover["init of a"])
@@ -312,7 +312,7 @@ def test_cloze_reading_says_when_the_cloze_sits_at_chance():
     assert "cannot rank the models" in text
     above = tr.cloze_reading(study())
     assert "cannot rank" not in above and "H-ACN is furthest above chance (45.0% at p = 0)" in above
-    assert tr.cloze_reading([]).startswith("No run is stored yet")
+    assert tr.cloze_reading([]).startswith("No run is stored")
 
 
 def test_on_par_reads_right_whichever_way_the_perplexity_goes():

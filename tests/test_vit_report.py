@@ -152,13 +152,14 @@ def test_zero_stored_runs_render_every_table_and_no_claim():
                   tr.coverage_table(hv.EXPERIMENT.runs("book"), []), tr.cost_table(hv, [])):
         html = str(house_table(frame, missing_note="not stored yet").data)
         assert "nan" not in html.lower()
-    assert "No runs of this profile are stored yet" in tr.findings_markdown(tr.vit_claims([]), 0, 9)
+    assert "None of the 9 planned runs of this profile is stored" in tr.findings_markdown(tr.vit_claims([]), 0, 9)
 
 
 def test_findings_are_written_from_the_claims():
     claims = tr.vit_claims(study())
     text = tr.findings_markdown(claims, 9, 9)
     counts = claims["holds"].map({True: "holds", False: "fails", None: "open"}).value_counts()
-    assert text.startswith(f"**9 of 9 runs stored.** Of the {len(claims)} claims")
+    assert text.startswith(f"Of the {len(claims)} claims")  # every planned run stored: no line about runs
+    assert tr.findings_markdown(claims, 7, 9).startswith("**7 of 9 planned runs stored.** Of the")
     assert f"{counts.get('holds', 0)} hold, {counts.get('fails', 0)} do not hold" in text
     assert "$" not in text  # Markdown output carries no TeX (the page check refuses raw TeX)

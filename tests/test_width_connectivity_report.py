@@ -263,9 +263,9 @@ def test_with_no_stored_run_the_chapter_shows_the_plan_and_one_sentence_per_sect
     planned = wc.configs("book")
     cover = report.coverage_table(planned, [], [])
     assert cover["seeds planned"].sum() == len(planned) == 42 and cover["seeds stored"].sum() == 0
-    assert set(cover["which seeds"]) == {"none yet"}
+    assert set(cover["which seeds"]) == {"none"}
     learned_mixer = (cover["width"] == "learned") & cover["task"].str.startswith("Fashion-MNIST")
-    assert set(cover[learned_mixer]["fixed-width controls stored"]) == {"none yet"}
+    assert set(cover[learned_mixer]["fixed-width controls stored"]) == {"none"}
     assert set(cover[~learned_mixer]["fixed-width controls stored"]) == {"none planned"}
     for q in range(1, 6):
         sentence = report.missing_sentence(q, [], [])
@@ -300,14 +300,14 @@ def test_coverage_budget_and_summary_follow_the_stored_runs():
     assert mixer["runs planned"] == n_mixer == 24 and mixer["measured by"].startswith("hacn-mixer-cost")
     total = sum(report.steps_per_run(c) for c in planned if c["setting"] == "mixer")
     assert mixer["CPU-hours, all runs"] == pytest.approx(90.0 * total / 3.6e6)
-    assert math.isnan(stack["ms per step"]) and stack["measured by"] == "not measured yet"
+    assert math.isnan(stack["ms per step"]) and stack["measured by"] == "not measured"
     measured = report.budget_table(planned, runs).set_index("setting")
     assert measured.loc["MLP stack", "ms per step"] == pytest.approx(np.median([12.0, 12.5, 13.0, 10.0, 10.0, 10.0]))
 
     frame = report.verdicts(runs, controls)
     text = report.summary_markdown(frame, len([r for r in runs if report.learns_width(r)]))
     assert "**3. What does learning the width cost in accuracy" in text and "— **does not hold**" in text
-    assert "**1. Does auto-compression show in the learned widths?** Not yet" in text  # no ResNet stored
+    assert "**1. Does auto-compression show in the learned widths?** Undecided" in text  # no ResNet stored
     html = str(report.show_verdicts(frame, 3).data)
     assert "<td>holds</td>" in html and "<td>does not hold</td>" in html
     assert "<th>claim</th>" in html and "<th>question</th>" not in html and "<th>index</th>" not in html
@@ -335,4 +335,4 @@ def test_show_formats_columns_by_kind_and_leaves_out_controls_with_no_value():
     cells = re.findall(r'<td class="num">([^<]*)</td>', html)
     assert cells == ["32,610", "+0.0", "0.1", "1.13", "0.255", "0.081", "2,178", "6", "1", "+2.0", "–", "+6.9", "51.23", "60.19", "0.69"]
     assert "vs fixed" not in re.sub(r'house-note">[^<]*', "", html)
-    assert "Not shown, no value stored yet: vs fixed (points), vs fixed (points) ±95%." in html
+    assert "Not shown, no value stored: vs fixed (points), vs fixed (points) ±95%." in html

@@ -390,8 +390,8 @@ def coverage_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResul
         mixer_learning = setting == "mixer" and arm == "learned"
         rows.append({"task": task, "rule": rule, "width": arm, "seeds planned": len(cell["planned"]),
                      "seeds stored": len(cell["stored"]),
-                     "which seeds": ", ".join(map(str, sorted(cell["stored"]))) or "none yet",
-                     "fixed-width controls stored": (", ".join(map(str, sorted(cell["controls"]))) or "none yet")
+                     "which seeds": ", ".join(map(str, sorted(cell["stored"]))) or "none",
+                     "fixed-width controls stored": (", ".join(map(str, sorted(cell["controls"]))) or "none")
                      if mixer_learning else "none planned"})
     return pd.DataFrame(rows)
 
@@ -426,7 +426,7 @@ def budget_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]
         elif setting == "mixer" and cost is not None and "hacn/ms_per_step" in cost.metrics:
             ms, source = float(cost.metrics["hacn/ms_per_step"]), "hacn-mixer-cost: the fixed-width H-ACN Mixer"
         else:
-            ms, source = np.nan, "not measured yet"
+            ms, source = np.nan, "not measured"
         rows.append({"setting": {"mixer": "H-ACN Mixer", "stack": "MLP stack"}[setting], "runs planned": len(configs),
                      "steps per run": int(np.median(steps)), "ms per step": ms, "measured by": source,
                      "CPU-hours, all runs": ms * sum(steps) / 3.6e6})
@@ -435,14 +435,14 @@ def budget_table(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]
 
 #: what each question needs stored before its section can show anything
 _NEEDS: dict[int, str] = {
-    1: "No run that learns its width is stored yet, so the learned widths cannot be drawn against depth.",
-    2: "No Mixer run that learns its width is stored yet, so Γ and the width cannot be compared between "
+    1: "No run that learns its width is stored, so the learned widths cannot be drawn against depth.",
+    2: "No Mixer run that learns its width is stored, so Γ and the width cannot be compared between "
        "the 10-class and the 2-class task.",
-    3: "No run is stored together with its frozen-width twin or its fixed-width control yet, so the cost "
+    3: "No run is stored together with its frozen-width twin or its fixed-width control, so the cost "
        "in accuracy and the saving in parameters cannot be measured.",
-    4: "No run that learns its width is stored yet, so its time per step cannot be set beside the fixed-width "
+    4: "No run that learns its width is stored, so its time per step cannot be set beside the fixed-width "
        "network's.",
-    5: "No run that learns its width is stored yet, so there is no truncation grid to show.",
+    5: "No run that learns its width is stored, so there is no truncation grid to show.",
 }
 
 
@@ -475,7 +475,7 @@ QUESTIONS: dict[int, str] = {
     5: "How do layer-wise exits and width truncation combine?",
 }
 VERDICT_LABELS: dict[bool, str] = {True: "holds", False: "does not hold"}
-CANNOT_TELL = "cannot be told from the runs stored so far (a single seed, or a 95% interval across the threshold)"
+CANNOT_TELL = "cannot be told from the stored runs (a single seed, or a 95% interval across the threshold)"
 
 
 def above(est: Estimate, threshold: float = 0.0) -> bool | None:
@@ -728,20 +728,20 @@ def summary_markdown(frame, n_runs: int) -> str:
     """The chapter's closing reading, written from the verdicts (Markdown without TeX: a notebook's Markdown
     output is not typeset). ``n_runs``: the stored runs that learn their width."""
     if n_runs == 0:
-        return ("No run of this study that learns its width is stored for this profile yet, so none of the five "
-                "questions has an answer here yet. The coverage table at the top says which runs exist; every "
+        return ("No run of this study that learns its width is stored for this profile, so none of the five "
+                "questions has an answer here. The coverage table at the top says which runs exist; every "
                 "section fills in as the background trainings store them.")
     lines = []
     for q, title in QUESTIONS.items():
         rows = frame[frame["question"] == q]
         if not len(rows):
-            lines.append(f"- **{q}. {title}** Not yet: no stored pair of cells decides it.")
+            lines.append(f"- **{q}. {title}** Undecided: no stored pair of cells decides it.")
             continue
         decided = rows[rows["verdict"].notna()]
         parts = [f"{r.task}: {r.claim} — **{VERDICT_LABELS[bool(r.verdict)]}** ({r.ours})"
                  for r in decided.itertuples()]
         head = f"- **{q}. {title}** {len(decided)} of {len(rows)} claims decided"
-        lines.append(head + (":" if parts else "; the others cannot be told yet (one seed, or an interval "
+        lines.append(head + (":" if parts else "; the others cannot be told (one seed, or an interval "
                                                "across the threshold)."))
         lines += [f"  - {p}." for p in parts]
     return "\n".join(lines)
@@ -917,7 +917,7 @@ def plot_truncation_grid(results: Sequence[RunResult], points: float = CUT_POINT
             if i == 0:
                 ax.set_title(RULE_LABELS[rule])
             if not runs:
-                ax.text(0.5, 0.5, "not stored yet", ha="center", va="center", transform=ax.transAxes, color=_START)
+                ax.text(0.5, 0.5, "not stored", ha="center", va="center", transform=ax.transAxes, color=_START)
                 continue
             acc = 100 * np.array([r.curves["truncation_accuracy"] for r in runs], dtype=float).mean(axis=0)
             exits = np.arange(acc.shape[1])
@@ -944,9 +944,9 @@ def show(frame, *, caption: str = "", note: str = ""):
     empty = [c for c in frame.columns if frame[c].isna().all()]
     # an interval column stays while its value column is shown (one seed: the dash says "no interval")
     empty = [c for c in empty if "±95%" not in str(c) or str(c).replace(" ±95%", "") in map(str, empty)]
-    if empty and len(frame):  # a control with no stored pair anywhere yet: its columns would be all dashes
+    if empty and len(frame):  # a control with no stored pair anywhere: its columns would be all dashes
         frame = frame.drop(columns=empty)
-        note = (note + " " if note else "") + f"Not shown, no value stored yet: {', '.join(map(str, empty))}."
+        note = (note + " " if note else "") + f"Not shown, no value stored: {', '.join(map(str, empty))}."
     labels = {c: m for c, m in (("rule", RULE_LABELS), ("control", CONTROL_LABELS)) if c in frame.columns}
     return house_table(frame, labels=labels, missing_note=MISSING_NOTE, caption=caption, note=note,
                        formats={c: f for c, f in _column_formats(frame.columns).items()

@@ -239,7 +239,7 @@ def _std(folds: dict[int, dict[str, Any]]) -> str:
 
 def reading(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]) -> str:
     """What the complete folds show, as a Markdown paragraph computed from the runs (one sentence per
-    dataset), or the sentence saying that no fold is complete yet."""
+    dataset), or the sentence saying that no fold is complete."""
     sel = selection(planned, results)
     band = f"the ±{MATCH_POINTS:g}-point match band"
     words = {True: f"inside {band}", False: f"outside {band}", None: f"not decided by {band}"}
@@ -256,7 +256,7 @@ def reading(planned: Sequence[dict[str, Any]], results: Sequence[RunResult]) -> 
                    f"and its MLPs learn {_over_folds(awnn, 'total_width')} neurons in total against the fixed "
                    f"{_over_folds(fixed, 'total_width')} ({signed(width)}).")
     if not out:
-        return ("No fold has every grid point of both arms stored yet, so Table 1's graph rows, Fig. 11 and the "
+        return ("No fold has every grid point of both arms stored, so Table 1's graph rows, Fig. 11 and the "
                 "claims wait for them (the table of folds above says what is stored).")
     return " ".join(out)
 
@@ -389,7 +389,7 @@ def fixed_plus_reading(planned: Sequence[dict[str, Any]], results: Sequence[RunR
         answer = {True: "so the learned width alone gives AWNN's accuracy here",
                   False: "so the width alone does not give AWNN's accuracy here" if alone.mean < 0 else
                          "so the learned width, trained as a plain MLP, does better than AWNN here",
-                  None: "which the folds cannot yet tell from a match"}[verdict]
+                  None: "which the folds cannot tell from a match"}[verdict]
         out.append(f"On {DATASET_LABELS[d]} ({_folds(len(common))} with all three arms), Fixed+ scores "
                    f"{_over_folds(plus, 'test_acc', 100)}% against the fixed GIN's {_over_folds(fixed, 'test_acc', 100)}% "
                    f"(Fixed+ − fixed: {signed(over)} points) and AWNN's {_over_folds(awnn, 'test_acc', 100)}% "

@@ -98,7 +98,7 @@ def table1(results: Sequence[RunResult]):
     best validation epoch. "fixed (ours)" is the Table 4 width :func:`selected_fixed_width`
     picks; the paper's fixed columns are its grid search's pick ("Linear" on MNIST and
     CIFAR10). Fashion-MNIST is not in the paper; CIFAR needs a download (the paper
-    profile). ``None`` where a run is not stored yet.
+    profile). ``None`` where a run is not stored.
     """
     import pandas as pd
 
@@ -198,7 +198,7 @@ def difficulty_reading(results: Sequence[RunResult]) -> str:
                        for d, s in PAPER_SLUGS.items())
     if not (m and f):
         missing = " and ".join(DATASET_LABELS[d] for d, runs in (("MNIST", m), ("FashionMNIST", f)) if not runs)
-        return (f"No AWNN run on {missing} is stored yet, so Fig. 9's \"width grows with task difficulty\" "
+        return (f"No AWNN run on {missing} is stored, so Fig. 9's \"width grows with task difficulty\" "
                 f"waits for them (the paper's Table 1 widths: {paper}).")
     d_acc = difference(_metric(m, "test_acc", 100.0), _metric(f, "test_acc", 100.0))
     d_width = difference(_metric(f, "width"), _metric(m, "width"))

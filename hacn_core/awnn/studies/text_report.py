@@ -327,7 +327,7 @@ def claims(results: Sequence[RunResult]):
     paper = paper_judgement()
     ratio_paper = item(PAPER_RATIO).paper_value
     if ref is None:
-        evidence = ["no adaptive and fixed runs stored yet"] * 2
+        evidence = ["no adaptive and fixed runs stored"] * 2
         fewer, ok, whole = None, None, None
     else:
         evidence = [f"fixed ÷ adaptive FFN parameters = {ref['ratio']:.2f} (fixed {ref['width']} per FFN, "
@@ -363,7 +363,7 @@ def verdict_markdown(results: Sequence[RunResult]) -> str:
                   f"{_verdict_words(paper['comparable'])} a comparable loss.")
     ref = _reference(results)
     if ref is None:
-        return ("No adaptive and fixed runs of this profile are stored yet, so the claim cannot be judged on our "
+        return ("No adaptive and fixed runs of this profile are stored, so the claim cannot be judged on our "
                 "runs. " + paper_part)
     r = ref["difference"]
     interval = (f"no interval: {ref['interval']}" if not math.isfinite(r.half_width)
@@ -379,7 +379,7 @@ def _verdict_words(ok: bool | None) -> str:
 
 
 def _claim_words(holds: bool | None) -> str:
-    return {True: "the claim holds", False: "the claim does not hold", None: "cannot be told yet"}[holds]
+    return {True: "the claim holds", False: "the claim does not hold", None: "cannot be told"}[holds]
 
 
 # ----------------------------------------------------------------------------- widths per layer

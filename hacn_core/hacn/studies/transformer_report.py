@@ -724,7 +724,7 @@ def cloze_reading(results: Sequence[RunResult], within: float = 2.0) -> str:
     noise rate, the gaps between rules are read as noise around chance, not as robustness."""
     runs = {rule: cell for rule, cell in main_runs(results).items() if cell}
     if not runs:
-        return "No run is stored yet, so the cloze cannot be read."
+        return "No run is stored, so the cloze cannot be read."
     first = next(iter(runs.values()))[0].config
     k, n = first["cloze_choices"], first["cloze_items"]
     chance = 1.0 / k
@@ -810,7 +810,7 @@ def ablation_table(results: Sequence[RunResult], ablation_results: Sequence[RunR
     """Tables 6-7: the paper's validation perplexity (PG-19, 6B tokens) of each initialisation with and without
     DepthLN, beside ours: ``results`` are hacn-decoder's runs (Table 6's N(0.25, 0.005) row), ``ablation_results``
     hacn-decoder-ablations' (the other rows). Per row: the experiment whose grid at ``profile`` has the cell, and
-    ours where runs of the cell are stored, else "not stored yet" ("not run here" for a cell of neither grid)."""
+    ours where runs of the cell are stored, else "not stored" ("not run here" for a cell of neither grid)."""
     import pandas as pd
 
     grids = [(e.id, [_planned(e.id, c) for c in e.runs(profile)]) for e in (hd.EXPERIMENT, hda.EXPERIMENT)]
@@ -825,7 +825,7 @@ def ablation_table(results: Sequence[RunResult], ablation_results: Sequence[RunR
                      "paper perplexity": f"{it.paper_value:.2f} ± {it.paper_std:.2f}",
                      "experiment": ", ".join(owner) or "-",
                      "ours perplexity": hmr.seed_cell(_values(runs, "val_perplexity"), digits=2) if runs
-                     else "not stored yet" if owner else "not run here"})
+                     else "not stored" if owner else "not run here"})
     return pd.DataFrame(rows)
 
 
@@ -999,17 +999,17 @@ def decoder_claims(results: Sequence[RunResult], vit_results: Sequence[RunResult
 
 
 def findings_markdown(claims, stored: int, planned: int) -> str:
-    """What the stored runs show so far, as Markdown written from the claims table (no number typed by hand)."""
+    """What the stored runs show, as Markdown written from the claims table (no number typed by hand); a line
+    on the runs only when some of the ``planned`` ones are missing."""
     if not stored:
-        return ("**No runs of this profile are stored yet.** Every section above says which figure waits for "
-                "which runs; this reading fills in as the background sessions store them.")
+        return f"**None of the {planned} planned runs of this profile is stored**, so no claim is judged here."
     holds = [c for c, v in zip(claims["claim"], claims["holds"]) if v is True]
     fails = [c for c, v in zip(claims["claim"], claims["holds"]) if v is False]
     open_ = [c for c, v in zip(claims["claim"], claims["holds"]) if v is None]
-    lines = [f"**{stored} of {planned} runs stored.** Of the {len(claims)} claims the stored runs bear on, "
-             f"{len(holds)} hold, {len(fails)} do not hold and {len(open_)} cannot be told yet "
-             "(one seed, or an interval across the line)."]
-    for name, group in (("Holds", holds), ("Does not hold", fails), ("Cannot be told yet", open_)):
+    runs = "" if stored >= planned else f"**{stored} of {planned} planned runs stored.** "
+    lines = [f"{runs}Of the {len(claims)} claims the runs bear on, {len(holds)} hold, {len(fails)} do not hold "
+             f"and {len(open_)} cannot be told (one seed, or an interval across the line)."]
+    for name, group in (("Holds", holds), ("Does not hold", fails), ("Cannot be told", open_)):
         if group:
             lines.append(f"- **{name}:** " + "; ".join(group) + ".")
     return "\n".join(lines)
