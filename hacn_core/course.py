@@ -57,7 +57,7 @@ CHAPTERS: dict[str, tuple[str, ...]] = {
     "awnn_07_text": ("awnn-text",),
     "gates_01_mnist": ("gates-gate-gradients", "gates-keras", "gates-mnist"),
     "gates_02_cifar": ("gates-cifar",),
-    "beyond_01_width_connectivity": ("hacn-mixer-cost", "width-connectivity"),
+    "beyond_01_width_connectivity": ("hacn-mixer-cost", "hacn-mixer-long", "width-connectivity"),
 }
 
 EXERCISES_HEADING = "## Exercises"
