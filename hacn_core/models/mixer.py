@@ -28,6 +28,14 @@ stream ``x_i = t + c`` carries no identity path. Named alternatives:
   ``x_i = c + a (t + x)``, i.e. ``a`` scales the token-mixing output as well
   (``hacn_core.hacn.connectivity``). At ``a = 1`` it is the standard Mixer too.
 
+Two more pieces of the public code's Mixer are options of :class:`MixerConfig`:
+``class_token=True`` puts a learnable token (init 0) in front of the patches, mixed
+by every layer like the others and read alone by the head (after its LayerNorm)
+instead of the mean over tokens; ``alpha_dtype="float64"`` keeps the residual
+weights in double precision (the code draws them so). The product ``a_i x`` stays
+float32, since a 0-d tensor does not promote a float32 one; what changes is that
+``a_i``, its gradient and its optimizer state are float64.
+
 Depth-adaptive LayerNorm (Eq. 7) scales both norms of layer ``i`` by one gain
 ``alpha_i`` (one extra parameter per layer). ``depth_ln="auto"`` uses the
 paper's form for the ACN family (footnote 3: "another technique we employ to
@@ -82,6 +90,8 @@ from hacn_core.models.exits import LayerwiseClassifier
 from hacn_core.models.mlp import MLP_KINDS, UNGATED_MLP_KINDS, MlpLayer, as_mlp_layer, mlp_kind
 
 LAYER_UNITS: tuple[str, ...] = ("block", "sublayer")
+#: the dtype of the residual weights a_i (``float64``: the public code draws them in double precision)
+ALPHA_DTYPES: tuple[str, ...] = ("float32", "float64")
 
 
 class MixerSettings:
@@ -172,10 +182,15 @@ class MixerConfig(MixerSettings):
     dropout: float = 0.0
     mlp: str | MlpLayer = "fixed"
     token_mlp: str | MlpLayer = "fixed"
+    class_token: bool = False
+    alpha_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         self.check_geometry()
         check_choice("MixerConfig.rule", self.rule, RULES)
+        check_choice("MixerConfig.alpha_dtype", self.alpha_dtype, ALPHA_DTYPES)
+        if not isinstance(self.class_token, bool):
+            raise ValueError(f"MixerConfig.class_token={self.class_token!r} must be True or False")
         check_choice("MixerConfig.layer_unit", self.layer_unit, LAYER_UNITS)
         check_choice("MixerConfig.depth_ln", self.depth_ln, DEPTH_LN_CHOICES)
         check_choice("MixerConfig.dense_base", self.dense_base, DENSE_BASES)
@@ -192,6 +207,11 @@ class MixerConfig(MixerSettings):
                 )
             as_alpha_init(self.alpha_init, self.rule, "MixerConfig.alpha_init")  # raises on a bad spec
         self.check_mlps()
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens the layers mix: the patches, plus one with ``class_token``."""
+        return self.num_patches + int(self.class_token)
 
     @property
     def resolved_depth_ln(self) -> str:
@@ -292,15 +312,20 @@ class MixerBlock(nn.Module):
 
 
 class MixerHead(nn.Module):
-    """Shared classifier head: LayerNorm, mean over tokens, linear. Works on ``(..., N, d)``."""
+    """Shared classifier head: LayerNorm, mean over tokens (or the first token, a class token), linear.
 
-    def __init__(self, dim: int, num_classes: int) -> None:
+    Works on ``(..., N, d)``. ``class_token=True`` reads token 0 instead of the mean.
+    """
+
+    def __init__(self, dim: int, num_classes: int, class_token: bool = False) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(dim)
         self.fc = nn.Linear(dim, num_classes)
+        self.class_token = class_token
 
     def forward(self, z: Tensor) -> Tensor:
-        return self.fc(self.norm(z).mean(dim=-2))
+        z = self.norm(z)
+        return self.fc(z[..., 0, :] if self.class_token else z.mean(dim=-2))
 
 
 def build_mixer_layers(config: MixerConfig) -> list[nn.Module]:
@@ -310,7 +335,7 @@ def build_mixer_layers(config: MixerConfig) -> list[nn.Module]:
     if c.layer_unit == "block":
         return [
             MixerBlock(
-                c.num_patches, c.hidden_dim, c.token_mlp_dim, c.channel_mlp_dim,
+                c.num_tokens, c.hidden_dim, c.token_mlp_dim, c.channel_mlp_dim,
                 depth=i, depth_ln=depth_ln, depth_ln_strength=c.depth_ln_strength, dropout=c.dropout,
                 mlp=c.mlp, token_mlp=c.token_mlp,
             )
@@ -321,7 +346,7 @@ def build_mixer_layers(config: MixerConfig) -> list[nn.Module]:
         d_tok, d_ch = 2 * i - 1, 2 * i
         token_norm = make_norm(c.hidden_dim, d_tok, depth_ln, c.depth_ln_strength)
         channel_norm = make_norm(c.hidden_dim, d_ch, depth_ln, c.depth_ln_strength)
-        layers.append(TokenMixing(c.num_patches, c.token_mlp_dim, token_norm, c.dropout, c.token_mlp))
+        layers.append(TokenMixing(c.num_tokens, c.token_mlp_dim, token_norm, c.dropout, c.token_mlp))
         layers.append(ChannelMixing(c.hidden_dim, c.channel_mlp_dim, channel_norm, dropout=c.dropout, mlp=c.mlp))
     return layers
 
@@ -353,11 +378,19 @@ class MLPMixer(LayerwiseClassifier):
             dense_base=c.dense_base,
             generator=generator,
         )
-        self.head = MixerHead(c.hidden_dim, c.num_classes)
+        if c.alpha_dtype == "float64" and isinstance(getattr(self.stack, "alpha", None), nn.ParameterList):
+            for p in self.stack.alpha:  # a 0-d float64 a_i times a float32 stream stays float32; a_i's update is float64
+                p.data = p.data.double()
+        self.head = MixerHead(c.hidden_dim, c.num_classes, class_token=c.class_token)
+        if c.class_token:  # a learnable token in front of the patches, read by the head (the public code's Mixer)
+            self.cls = nn.Parameter(torch.zeros(1, 1, c.hidden_dim))
 
     def tokens(self, images: Tensor) -> Tensor:
-        """The patch embedding ``(B, N, d)``: the stack's input (exit 0)."""
-        return self.embed(images)
+        """The patch embedding ``(B, N, d)`` (``N + 1`` with the class token first): the stack's input (exit 0)."""
+        z = self.embed(images)
+        if self.config.class_token:
+            z = torch.cat([self.cls.expand(z.shape[0], -1, -1), z], dim=1)
+        return z
 
 
 # ---------------------------------------------------------------------------
