@@ -149,6 +149,12 @@ def build_wheel(out_dir: Path) -> Path:
         return Path(shutil.copy2(wheels[0], out_dir / wheels[0].name))
 
 
+AWNN_NOTE = """
+The first run compiles the library's C++ node for AWNN's adaptive layers (a C++ compiler is needed; about
+35 s once, then cached; without a compiler the chapter runs the same steps in Python, after one warning).
+"""
+
+
 def readme(chapter: str, title: str, wheel: str, experiments: tuple[str, ...], runs: int, exercises: bool) -> str:
     """The pack's README: what is in it, the one-line set-up and how to run the chapter."""
     stored = (f"the {runs} stored runs it reads (`results/`: {', '.join(experiments)})" if experiments
@@ -182,7 +188,7 @@ export HACN_RESULTS="$PWD/results"
 At the default profile (`book`) the chapter draws the stored runs and trains nothing. With
 `HACN_PROFILE=smoke` it trains its own tiny runs instead (a few minutes on a laptop; the image, graph
 and text chapters then download their dataset once), which is what the exercises build on.
-"""
+{AWNN_NOTE if chapter.startswith(("awnn", "beyond")) else ""}"""
 
 
 def sha256(path: Path) -> str:

@@ -116,6 +116,8 @@ def test_a_pack_holds_the_chapter_its_runs_only_its_exercises_and_the_setup(tmp_
     assert f'pip install "./{wheel.name}"' in readme and 'export HACN_RESULTS="$PWD/results"' in readme
     assert "jupyter-execute --output=hacn_02_mixer-run hacn_02_mixer.ipynb" in readme
     assert readme.startswith(f"# {course.chapter_title(nb)}") and f"{pack.runs} stored runs" in readme
+    assert course.AWNN_NOTE not in readme  # the C++ node's first build: AWNN chapters only
+    assert course.AWNN_NOTE in course.readme("awnn_02_tabular", "t", wheel.name, ("awnn-tabular-fixed",), 1, True)
     manifest = json.loads((folder / "pack.json").read_text())
     assert manifest["chapter"] == "hacn_02_mixer" and manifest["runs"] == pack.runs
     assert set(manifest["files"]) == {str(p.relative_to(folder)) for p in folder.rglob("*")
