@@ -1,44 +1,57 @@
-"""Every chapter of the book ends with 2-4 exercises whose Python code at least compiles.
+"""Every chapter of the book ends with 2-4 exercises a student runs, each a code cell.
 
-The chapters are the notebooks that ``_toc.yml`` lists (the ledger, ``00_ledger``, is a
-table, not a chapter). The last cell of each must be a markdown cell that opens with
-``## Exercises`` and holds between 2 and 4 numbered items ``1.``, ``2.``, ... at the start
-of a line; every fenced ``python`` block in it (indented inside a list item or not) must
-compile. Running the blocks trains small models, which is a reader's job, not a test's.
+The chapters are the notebooks that ``_toc.yml`` lists (the ledger and the key results are summary pages, not
+chapters). A chapter's exercises open with a markdown cell ``## Exercises``; after it come, per exercise, a
+markdown prompt headed ``### N. ...``, one or more code cells and a hint. Each code cell is tagged
+``skip-execution``, so the book build (MyST-NB, jupyter-cache: nbclient skips the tag) shows it without running
+it, while nbval runs it under the smoke profile in ``make test``; its code reads ``PROFILE`` so that smoke is a
+tiny budget, and its lines fit a code block (80 characters). The "What to look for" of each exercise sits in a
+collapsed hint (a MyST ``{admonition}`` with ``:class: dropdown``), never open under the prompt.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_CHAPTERS = {"notebooks/00_ledger", "notebooks/key_results"}  # summary pages, not chapters
-ITEM = re.compile(r"^(\d+)\. ", re.MULTILINE)  # a numbered item at the left margin
-FENCE = re.compile(r"^(?P<indent>[ \t]*)```python[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.MULTILINE | re.DOTALL)
+HEADING = re.compile(r"^### (\d+)\. \S", re.MULTILINE)  # an exercise's prompt: "### 1. Change one knob ..."
+DROPDOWN = re.compile(r"^```\{admonition\} What to look for\n:class: dropdown\n\n.+\n```\s*$", re.DOTALL)
+MAX_LINE = 80  # characters a code block shows without a scroll bar
+SKIP = "skip-execution"
+#: whether a cell trains: such a cell must scale its budget by the profile (smoke: a few seconds in CI)
+TRAINS = re.compile(r"\b(run_or_load|measure_cells)\(")  # catalog.run(..., "smoke"): the smoke profile itself
 
 
 def chapter_notebooks() -> list[Path]:
-    """The notebooks ``_toc.yml`` lists as ``file:`` entries, in book order, without the ledger."""
+    """The notebooks ``_toc.yml`` lists as ``file:`` entries, in book order, without the summary pages."""
     files = re.findall(r"^\s*-?\s*file:\s*(\S+)\s*$", (ROOT / "_toc.yml").read_text(encoding="utf-8"), re.MULTILINE)
-    notebooks = [ROOT / f"{f}.ipynb" for f in files if f.startswith("notebooks/") and f not in NOT_CHAPTERS]
-    return notebooks
+    return [ROOT / f"{f}.ipynb" for f in files if f.startswith("notebooks/") and f not in NOT_CHAPTERS]
 
 
-def exercises_cell(path: Path) -> str:
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    last = cells[-1]
-    assert last["cell_type"] == "markdown", f"{path.name}: the last cell is a {last['cell_type']} cell, not the exercises"
-    return "".join(last["source"])
+def exercise_cells(path: Path) -> list[nbformat.NotebookNode]:
+    """The cells from the chapter's ``## Exercises`` heading to its end."""
+    cells = nbformat.read(path, as_version=4).cells
+    starts = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## Exercises")]
+    assert len(starts) == 1, f"{path.name}: {len(starts)} '## Exercises' cells, expected one"
+    return cells[starts[0]:]
 
 
-def python_blocks(markdown: str) -> list[str]:
-    """The fenced ``python`` blocks of ``markdown``, each dedented by its fence's indentation."""
-    return [textwrap.dedent(m.group("body")) for m in FENCE.finditer(markdown)]
+def exercises(path: Path) -> list[tuple[int, list[nbformat.NotebookNode]]]:
+    """``(number, cells)`` per exercise: its prompt and every cell up to the next prompt."""
+    out: list[tuple[int, list[nbformat.NotebookNode]]] = []
+    for cell in exercise_cells(path)[1:]:
+        match = HEADING.match(cell.source) if cell.cell_type == "markdown" else None
+        if match:
+            out.append((int(match.group(1)), [cell]))
+        else:
+            assert out, f"{path.name}: a {cell.cell_type} cell between '## Exercises' and the first prompt"
+            out[-1][1].append(cell)
+    return out
 
 
 def test_toc_lists_the_chapters() -> None:
@@ -48,21 +61,47 @@ def test_toc_lists_the_chapters() -> None:
     assert all(p.exists() for p in chapter_notebooks())
 
 
-@pytest.mark.parametrize("path", chapter_notebooks(), ids=lambda p: p.stem)
-def test_chapter_ends_with_exercises(path: Path) -> None:
-    text = exercises_cell(path)
-    assert text.split("\n", 1)[0].strip() == "## Exercises", f"{path.name}: last cell does not open with '## Exercises'"
-    numbers = [int(n) for n in ITEM.findall(text)]
-    assert 2 <= len(numbers) <= 4, f"{path.name}: {len(numbers)} numbered exercises, expected 2 to 4"
+@pytest.mark.parametrize("path", [p for p in chapter_notebooks() if p.exists()], ids=lambda p: p.stem)
+def test_chapter_ends_with_runnable_exercises(path: Path) -> None:
+    found = exercises(path)
+    numbers = [n for n, _ in found]
+    assert 2 <= len(numbers) <= 4, f"{path.name}: {len(numbers)} exercises, expected 2 to 4"
     assert numbers == list(range(1, len(numbers) + 1)), f"{path.name}: exercises numbered {numbers}"
-    blocks = python_blocks(text)
-    assert blocks, f"{path.name}: the exercises give no python code to run"
-    for i, source in enumerate(blocks, start=1):
-        compile(source, f"{path.stem}:exercise-block-{i}", "exec")  # a SyntaxError names the block
+    for n, cells in found:
+        where = f"{path.name} exercise {n}"
+        code = [c for c in cells if c.cell_type == "code"]
+        assert code, f"{where}: no code cell to run"
+        for cell in code:
+            assert SKIP in cell.metadata.get("tags", []), f"{where}: a code cell not tagged {SKIP!r}"
+            compile(cell.source, where, "exec")  # a SyntaxError names the exercise
+            long = [line for line in cell.source.splitlines() if len(line) > MAX_LINE]
+            assert not long, f"{where}: {len(long)} lines over {MAX_LINE} characters, e.g. {long[0]!r}"
+            if TRAINS.search(cell.source):
+                assert "PROFILE" in cell.source, f"{where}: trains without scaling its budget by PROFILE"
+        markdown = [c.source for c in cells[1:] if c.cell_type == "markdown"]
+        assert "What to look for" not in cells[0].source, f"{where}: the hint is open under the prompt"
+        hints = [m for m in markdown if "What to look for" in m]
+        assert len(hints) == 1 and DROPDOWN.match(hints[0].strip() + "\n"), \
+            f"{where}: the 'What to look for' must be one collapsed hint (admonition, :class: dropdown)"
+        assert not any("```python" in m for m in [cells[0].source, *markdown]), f"{where}: code in markdown"
 
 
-def test_python_blocks_are_found_and_dedented() -> None:
-    markdown = "1. Run:\n\n   ```python\n   x = 1\n   if x:\n       y = 2\n   ```\n\n```python\nz = 3\n```\n"
-    assert python_blocks(markdown) == ["x = 1\nif x:\n    y = 2\n", "z = 3\n"]
-    with pytest.raises(SyntaxError):
-        compile(python_blocks("   ```python\n   x = (\n   ```\n")[0], "broken", "exec")
+def test_exercises_are_split_and_checked_as_a_reader_meets_them(tmp_path: Path) -> None:
+    """The parser on a small notebook: a prompt, a tagged code cell, a collapsed hint."""
+    nb = nbformat.v4.new_notebook()
+    def code() -> nbformat.NotebookNode:
+        cell = nbformat.v4.new_code_cell("epochs = 2 if PROFILE == 'smoke' else 30")
+        cell.metadata["tags"] = [SKIP]
+        return cell
+
+    hint = "```{admonition} What to look for\n:class: dropdown\n\nThe width.\n```"
+    nb.cells = [nbformat.v4.new_markdown_cell("## Exercises\n\nIntro."),
+                nbformat.v4.new_markdown_cell("### 1. Change one knob\n\nPredict."), code(),
+                nbformat.v4.new_markdown_cell(hint),
+                nbformat.v4.new_markdown_cell("### 2. Read the code\n\nFind it."), code(),
+                nbformat.v4.new_markdown_cell(hint)]
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nb, path)
+    found = exercises(path)
+    assert [n for n, _ in found] == [1, 2] and [len(cells) for _, cells in found] == [3, 3]
+    assert DROPDOWN.match(hint + "\n") and not DROPDOWN.match("*What to look for.* The width.")

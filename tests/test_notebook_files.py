@@ -43,3 +43,22 @@ def test_every_figure_cell_describes_its_image(path):
         if cell.cell_type == "code" and FIGURE_CELL.search(cell.source):
             alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
             assert len(alt.split()) >= 5, f"{path.name} cell {i} draws a figure without mystnb.image.alt"
+
+
+#: cells the book shows without their code (MyST-NB tags); every other code cell is shown as a code block
+HIDDEN_CODE = {"hide-input", "remove-input", "remove-cell", "hide-cell"}
+MAX_CODE_LINE = 80  # characters a code block shows at the book's text width without a scroll bar
+#: summary pages whose owner keeps their parameters cell's one longer comment line
+LONG_LINES_ALLOWED = {"00_ledger", "key_results"}
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem not in LONG_LINES_ALLOWED], ids=lambda p: p.stem)
+def test_code_the_book_shows_fits_the_page(path):
+    """A code cell the reader sees (exercises included) has no line longer than 80 characters: a longer line is
+    cut off in the book's code block."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or HIDDEN_CODE & set(cell.metadata.get("tags", [])):
+            continue
+        long = [line for line in cell.source.splitlines() if len(line) > MAX_CODE_LINE]
+        assert not long, f"{path.name} cell {i} ({cell.id}): {len(long)} lines over {MAX_CODE_LINE}: {long[0]!r}"
