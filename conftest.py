@@ -19,9 +19,9 @@ Data
 
     ``HACN_TEST_DATA=skip`` (or ``pytest --skip-data``) runs without them instead:
     every test that needs a missing dataset is skipped, all with the same reason
-    (:data:`SKIP_REASON`): those marked ``data``, those whose ``skipif`` names the
-    data root, those that raise ``DatasetMissingError``, and a notebook's cells
-    after the first one that does.
+    (:data:`SKIP_REASON`): those marked ``data``, those whose ``skipif`` or
+    ``pytest.skip`` names the data root, those that raise ``DatasetMissingError``,
+    and a notebook's cells after the first one that does.
 """
 
 from __future__ import annotations
@@ -213,8 +213,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     outcome = yield
     report = outcome.get_result()
-    if (item.config._hacn_data_mode == "skip" and report.failed and call.excinfo is not None
-            and _is_missing_data(call.excinfo)):
+    if item.config._hacn_data_mode != "skip":
+        return
+    failed_for_data = report.failed and call.excinfo is not None and _is_missing_data(call.excinfo)
+    # a test that calls pytest.skip itself when a dataset is missing ("... is not under $HACN_DATA")
+    skipped_for_data = (report.skipped and isinstance(report.longrepr, tuple) and SKIP_REASON not in report.longrepr[2]
+                        and any(word in report.longrepr[2] for word in _DATA_SKIP_WORDS + ("not available offline",)))
+    if failed_for_data or skipped_for_data:
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {SKIP_REASON}")
         if item.path.suffix == ".ipynb":

@@ -4,8 +4,8 @@ A whole-suite run with an empty data root and downloads forbidden stops before c
 anything, with one message listing every missing dataset, its size and its fetch command;
 with downloads allowed each missing dataset is fetched once, with one line saying so; and
 ``HACN_TEST_DATA=skip`` turns every test that needs data into a skip with one and the same
-reason (a ``data`` mark, a ``skipif`` on the data root, a ``DatasetMissingError`` raised by a
-test, a fixture or a notebook cell, and the notebook's later cells).
+reason (a ``data`` mark, a ``skipif`` or ``pytest.skip`` on the data root, a ``DatasetMissingError``
+raised by a test, a fixture or a notebook cell, and the notebook's later cells).
 """
 
 from __future__ import annotations
@@ -143,6 +143,10 @@ def graphs():
 def test_fixture_raises_missing(graphs):
     pass
 
+def test_skips_itself():
+    if missing_files("tinyshakespeare"):
+        pytest.skip("Tiny Shakespeare is not in the data root")
+
 def test_without_data():
     assert sum(range(4)) == 6
 '''
@@ -165,7 +169,7 @@ def test_skip_mode_skips_every_test_that_needs_data_with_one_reason(tmp_path):
                       tmp_path, **env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "1 passed, 7 skipped" in out, out[-1500:]
+    assert "1 passed, 8 skipped" in out, out[-1500:]
     assert "test_needs_data.py::test_without_data PASSED" in out
     reasons = re.findall(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.*)$", out, flags=re.MULTILINE)
-    assert sum(int(n) for n, _ in reasons) == 7 and {reason for _, reason in reasons} == {suite.SKIP_REASON}, out
+    assert sum(int(n) for n, _ in reasons) == 8 and {reason for _, reason in reasons} == {suite.SKIP_REASON}, out
