@@ -332,3 +332,15 @@ def test_gate_gradients_at_init_measure_every_gate(monkeypatch, tmp_path):
     table = gr.gate_gradient_table(results)
     assert list(table.index) == [3, 6] and "sign agreement last third" in table.columns
     assert table.loc[6, "|dL/dk| first third"] == results[0].metrics["mean_abs/first"]
+
+
+def test_table2_counts_closed_gates_per_seed_in_whole_gates():
+    """Closed gates are a count per seed ('1, 0, 2 of 50'), never a mean of counts such as 1.0."""
+    results = []
+    for seed, closed in ((1, 0), (0, 1), (2, 2)):
+        r = _result("gated_plain", 50, seed, 0.02, mean_k=0.5)
+        r.metrics |= {"gates_closed": closed, "n_gates": 50}
+        results.append(r)
+    row = gr.table2(results).iloc[0]
+    assert row["closed gates (k <= 0), per seed"] == "1, 0, 2 of 50"  # seeds 0, 1, 2 in order
+    assert row.seeds == 3 and row["std"] == pytest.approx(0.0)

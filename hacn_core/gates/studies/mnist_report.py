@@ -99,7 +99,8 @@ def table1(results: Sequence[RunResult]):
 
 
 def table2(results: Sequence[RunResult]):
-    """Table 2: mean final ``k`` of the gated kinds, ours (mean, seeds) beside the paper's."""
+    """Table 2: mean final ``k`` of the gated kinds, ours (mean, std, seeds) beside the paper's, and the closed
+    gates of each seed (whole counts, seeds in order, out of the network's gates)."""
     import pandas as pd
 
     frame = results_frame(results)
@@ -107,10 +108,13 @@ def table2(results: Sequence[RunResult]):
     mean, std, n = _mean_n(frame, "mean_k")
     rows = []
     for (depth, kind), value in mean.items():
+        cell = frame[(frame.depth == depth) & (frame.kind == kind)].sort_values("seed")
+        # a count per seed (whole gates, seeds in order), not a mean of counts: "1, 0, 2 of 50"
+        closed = ", ".join(str(int(v)) for v in cell["gates_closed"])
+        gates = sorted({int(v) for v in cell["n_gates"]}) if "n_gates" in cell else []
         rows.append({"d": depth, "kind": KIND_LABELS[kind], "paper": paper_mean_k(kind, depth), "ours": value,
                      "std": std[(depth, kind)], "seeds": int(n[(depth, kind)]),
-                     "closed gates (k <= 0)": frame[(frame.depth == depth) & (frame.kind == kind)][
-                         "gates_closed"].mean()})
+                     "closed gates (k <= 0), per seed": closed + (f" of {gates[0]}" if len(gates) == 1 else "")})
     return pd.DataFrame.from_records(rows).sort_values(["kind", "d"]).reset_index(drop=True)
 
 
