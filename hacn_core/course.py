@@ -181,8 +181,10 @@ CUDA: a few GB). On Windows use `.venv\\Scripts\\pip`.
 
 ```bash
 export HACN_RESULTS="$PWD/results"
-.venv/bin/jupyter-execute --output={chapter}-run {chapter}.ipynb   # headless: {chapter}-run.ipynb keeps every table and figure
-.venv/bin/jupyter lab {chapter}.ipynb                               # or open it and run it cell by cell
+# headless: {chapter}-run.ipynb keeps every table and figure (the exercises' cells are left to you)
+.venv/bin/jupyter-execute --output={chapter}-run {chapter}.ipynb
+# or open it in JupyterLab and run it cell by cell, exercises included
+.venv/bin/jupyter lab {chapter}.ipynb
 ```
 
 At the default profile (`book`) the chapter draws the stored runs and trains nothing. With

@@ -71,3 +71,27 @@ def test_bad_code_recipe_options_are_refused_by_name():
         MixerConfig(alpha_dtype="float16")
     with pytest.raises(ValueError, match="class_token"):
         MixerConfig(class_token="yes")
+
+
+def test_clip_before_unscale_clips_to_max_norm_over_the_loss_scale():
+    from hacn_core.hacn.studies.mechanism import ClipBeforeUnscale, grad_scaler_scale
+
+    assert [grad_scaler_scale(s) for s in (0, 1999, 2000, 4500)] == [2.0**16, 2.0**16, 2.0**17, 2.0**18]
+    w = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    opt = torch.optim.SGD([w], lr=1.0)
+    clip = ClipBeforeUnscale(max_norm=1.0, growth_interval=2)
+    clip.attach(opt)
+    g = torch.tensor([3e-6, -4e-6, 0.0], dtype=torch.float64)  # ||g|| = 5e-6: S ||g|| = 0.33 at S = 2^16
+    moves = []
+    for _ in range(3):  # S = 2^16, 2^16, 2^17
+        w.grad = g.clone()
+        before = w.detach().clone()
+        opt.step()
+        moves.append(before - w.detach())
+    for move in moves:  # S ||g|| = 0.33, 0.33, 0.66: below the threshold of 1, untouched
+        torch.testing.assert_close(move, g, rtol=1e-12, atol=0)
+    w.grad = 4 * g  # ||g|| = 2e-5: S ||g|| = 2.6 at S = 2^17 -> the step is g * 1 / (S ||g|| + 1e-6)
+    before = w.detach().clone()
+    opt.step()
+    hand = 4 * g / (2.0**17 * 2e-5 + 1e-6)
+    torch.testing.assert_close(before - w.detach(), hand, rtol=1e-12, atol=0)

@@ -270,6 +270,53 @@ class ResidualGradientProbe(Callback):
         self.n, self.sums, self.part_sums = state["n"], state["sums"], state["part_sums"]
 
 
+# ----------------------------------------------------------------------------- the public code's clipping
+
+
+def grad_scaler_scale(step: int, init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                      growth_interval: int = 2000) -> float:
+    """The loss scale ``torch.amp.GradScaler`` (its defaults) uses at optimizer step ``step`` when no
+    gradient ever overflows: ``init_scale * growth_factor ** (step // growth_interval)``."""
+    return init_scale * growth_factor ** (step // growth_interval)
+
+
+class ClipBeforeUnscale(Callback):
+    """The public code's clipping, emulated in float32: ``clip_grad_norm_(max_norm)`` applied to the
+    *scaled* gradients, before ``GradScaler.unscale_``.
+
+    With loss scale ``S`` the code clips ``S g`` to norm ``max_norm`` and then divides by ``S``, so the
+    gradient the optimizer sees is ``g * min(1, max_norm / (S ||g|| + 1e-6))`` (``clip_grad_norm_``'s
+    coefficient): clipping to a norm of ``max_norm / S`` in true units, about ``1.5e-5`` at ``S = 2^16``.
+    An optimizer step pre-hook (added by :meth:`on_train_begin`) applies exactly that to every
+    parameter's gradient, with ``S`` from :func:`grad_scaler_scale`. What it cannot reproduce is float16
+    itself: a real run backs the scale off after an overflow, which never happens in float32.
+    """
+
+    def __init__(self, max_norm: float = 1.0, init_scale: float = 2.0**16, growth_interval: int = 2000) -> None:
+        self.max_norm, self.init_scale, self.growth_interval = float(max_norm), float(init_scale), int(growth_interval)
+        self.step = 0
+        self._handle: Any = None
+
+    def attach(self, optimizer: torch.optim.Optimizer) -> None:
+        """Clip before every ``optimizer.step()``; counts the steps itself."""
+        if self._handle is None:
+            self._handle = optimizer.register_step_pre_hook(lambda opt, args, kwargs: self._clip(opt))
+
+    def on_train_begin(self, state: TrainState) -> None:
+        self.step = state.step
+        self.attach(state.optimizer)
+
+    @torch.no_grad()
+    def _clip(self, optimizer: torch.optim.Optimizer) -> None:
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        scale = grad_scaler_scale(self.step, self.init_scale, growth_interval=self.growth_interval)
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.double()) for g in grads]))
+        coef = min(1.0, self.max_norm / (scale * float(norm) + 1e-6))
+        for g in grads:
+            g.mul_(coef)
+        self.step += 1
+
+
 # ----------------------------------------------------------------------------- statistics of the windows
 
 
