@@ -94,7 +94,9 @@ ENVIRONMENT: dict[str, str] = {
     "HACN_PYTHON": "tools: the interpreter", "HACN_VENV": "tools: the virtual environment",
     "HACN_RUNS": "tools: run folder", "HACN_RUN_ARGS": "tools: run arguments", "HACN_TASK": "tools: task",
     "HACN_GPU_EXPERIMENTS": "tools: experiments for a lent GPU", "HACN_GPU_TESTS": "tests: GPU tests",
-    "HACN_GPU_TEST_SECONDS": "tests: GPU test budget",
+    "HACN_GPU_TEST_SECONDS": "tests: GPU test budget", "HACN_TEST_DATA": "tests: skip the data tests",
+    "HACN_MPS": "tools: NVIDIA's multi-process service", "HACN_CHROMIUM": "tools: the browser of the layout check",
+    "HACN_TRACE_READS": "course packs: log of the results a notebook reads",
 }
 
 
@@ -242,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p = sub.add_parser("run", help="run (or load) every configuration of an experiment", parents=[debug])
     run_p.add_argument("experiment")
     run_p.add_argument("--profile", default=None, help=f"one of {', '.join(PROFILES)} (default: $HACN_PROFILE or book)")
-    run_p.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
+    run_p.add_argument("--where", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
                        help="only configurations matching these (VALUE read as JSON if it parses, else a string)")
     run_p.add_argument("--results", default=None, help="results folder (default: $HACN_RESULTS or results/; for "
                                                       "--profile smoke a temporary folder, never results/)")

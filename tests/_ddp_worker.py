@@ -31,8 +31,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def torchrun(args: Sequence[str], env: Mapping[str, str] | None = None,
-             timeout: float = 180) -> subprocess.CompletedProcess:
-    """``torchrun --standalone --nproc_per_node=2 ARGS`` with one thread per rank, quiet, this checkout first."""
+             timeout: float = 900) -> subprocess.CompletedProcess:
+    """``torchrun --standalone --nproc_per_node=2 ARGS`` with one thread per rank, quiet, this checkout first.
+
+    ``timeout`` is that of a hung launch, not of a slow one: on a 2-core machine at a load of 12, two
+    ranks take minutes just to import torch (a limit of 180 s failed there)."""
     full = {**os.environ, "OMP_NUM_THREADS": "1", "HACN_QUIET": "1", **(env or {})}
     full["PYTHONPATH"] = os.pathsep.join([str(REPO), full.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]

@@ -7,10 +7,16 @@ adding :data:`EXPERIMENT` to the catalog (the test-only hook). The toy run train
 a small MLP with dropout (so a resume must restore the random streams) and a
 cosine schedule through :func:`~hacn_core.engine.training.fit`, sleeping
 ``pause_s`` after every step so that a signal sent from outside lands mid-run.
+
+``$TOY_HOLD_AT=STEP:FILE`` makes the run say when it is ready for a signal, whatever the
+machine's load: after step ``STEP`` it creates ``FILE`` and sleeps 0.1 s after every
+later step of this process (a window of seconds, in which the test signals it). It
+changes no number, and a rerun (``FILE`` exists) runs at full speed.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,13 +38,23 @@ CONFIG: dict[str, Any] = {"seed": 3, "epochs": 8, "n": 2048, "batch_size": 32, "
                           "dropout": 0.2, "pause_s": 0.002}
 
 
+HOLD_ENV = "TOY_HOLD_AT"
+HOLD_PAUSE_S = 0.1  # the pause after every step once the run said it is ready for a signal
+
+
 class Pause(Callback):
-    """Sleeps after every optimizer step (the toy's steps would otherwise take microseconds)."""
+    """Sleeps after every optimizer step (the toy's steps would otherwise take microseconds); see
+    ``$TOY_HOLD_AT`` in the module's docstring."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
+        step, _, marker = os.environ.get(HOLD_ENV, "").partition(":")
+        self.hold_at, self.marker = (int(step), Path(marker)) if marker else (None, None)
 
     def on_step_end(self, state: TrainState) -> None:
+        if state.step == self.hold_at and not self.marker.exists():
+            self.marker.touch()
+            self.seconds = HOLD_PAUSE_S
         time.sleep(self.seconds)
 
 

@@ -1,7 +1,9 @@
 """Bad input gets a clear answer: the command line, the ``where`` selection, and the
 library's own checks (AlphaInit, ResidualStack shapes, AWNN starting width, IDX files)."""
 
+import importlib.util
 import math
+import re
 import struct
 import subprocess
 import sys
@@ -325,3 +327,91 @@ def test_a_truncated_copy_of_the_real_file_fails_on_the_command_line(capsys, mon
     assert code == 2 and out == ""
     assert f"{copy} is truncated: 1,000,016 bytes" in _one_error_line(err) and "(60000, 28, 28)" in err
     assert real.stat().st_size == 47_040_016  # the mirror is untouched
+
+
+# ----------------------------------------------------------------------------- run settings, stores, files (issue 43)
+
+
+@pytest.mark.parametrize("args,env,expected", [
+    (["--threads", "0"], {}, "--threads=0 is not allowed; allowed: a positive integer (default 1)"),
+    (["--threads", "-3"], {}, "--threads=-3 is not allowed; allowed: a positive integer (default 1)"),
+    ([], {"HACN_THREADS": "abc"}, "$HACN_THREADS='abc' is not an integer; allowed: a positive integer"),
+    ([], {"HACN_PRECISION": "fp8"}, "$HACN_PRECISION='fp8' is invalid; allowed: auto, fp32, bf16, fp16"),
+    (["--stacked"], {}, "--stacked: experiment 'awnn-tabular-fixed' has no stacked engine"),
+    (["--where", "dataset=Spiral", "--where", "dataset=DoubleMoon"], {}, "--where gives dataset twice"),
+])
+def test_bad_run_settings_are_one_line(capsys, monkeypatch, tmp_path, args, env, expected):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = _cli(capsys, "run", "awnn-tabular-fixed", "--profile", "smoke", "--results", str(tmp_path),
+                          *args)
+    assert code == 2 and expected in _one_error_line(err), err
+    assert not any(tmp_path.iterdir())  # nothing ran
+    if "--threads" in args:
+        code, out, err = _cli(capsys, "status", "awnn-tabular-fixed", "--profile", "smoke", "--results",
+                              str(tmp_path), *args)
+        assert code == 2 and expected in _one_error_line(err)
+
+
+def test_a_huge_where_value_is_cut_in_the_message(capsys, tmp_path):
+    value = "x" * 1_000_000
+    code, out, err = _cli(capsys, "run", "awnn-tabular-fixed", "--profile", "smoke", "--results", str(tmp_path),
+                          "--where", f"dataset={value}")
+    assert code == 2 and "(999,922 more characters)" in _one_error_line(err) and len(err) < 1000
+
+
+@pytest.mark.parametrize("command", ["status", "ledger"])
+def test_status_and_ledger_of_a_missing_folder_or_a_file_are_one_line(capsys, tmp_path, command):
+    study = ["awnn-tabular-fixed", "--profile", "smoke"] if command == "status" else []
+    code, out, err = _cli(capsys, command, *study, "--results", str(tmp_path / "no such folder"))
+    assert code == 2 and out == "" and "no such folder does not exist" in _one_error_line(err)
+    (tmp_path / "a file").write_text("")
+    code, out, err = _cli(capsys, command, *study, "--results", str(tmp_path / "a file"))
+    assert code == 2 and out == "" and "is a file, not a results folder" in _one_error_line(err)
+
+
+@pytest.mark.parametrize("content,expected", [(b"", "the file is empty"),
+                                              (b"To be\xff or not", "not UTF-8 text (byte 5")])
+def test_a_damaged_tiny_shakespeare_names_the_file(monkeypatch, tmp_path, content, expected):
+    from hacn_core.engine.text import tiny_shakespeare
+
+    path = tmp_path / "tinyshakespeare" / "input.txt"
+    path.parent.mkdir()
+    path.write_bytes(content)
+    monkeypatch.setenv("HACN_DOWNLOAD", "0")
+    with pytest.raises(DatasetCorruptError, match=f"{path}: {re.escape(expected)}.*fetch tinyshakespeare"):
+        tiny_shakespeare(tmp_path)
+
+
+def test_fetch_never_goes_to_the_network_with_downloads_off(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("HACN_DATA", str(tmp_path))
+    monkeypatch.setenv("HACN_DOWNLOAD", "0")
+    monkeypatch.setattr(data, "_download", lambda name, base: pytest.fail("fetch downloaded with HACN_DOWNLOAD=0"))
+    code, out, err = _cli(capsys, "fetch", "tinyshakespeare")
+    assert code == 2 and "download: disabled (HACN_DOWNLOAD=0" in err and "Traceback" not in err
+
+
+def _toy_checkpoint(monkeypatch, tmp_path):
+    """The interrupt tests' toy experiment, registered, and where its checkpoint goes in ``tmp_path``."""
+    spec = importlib.util.spec_from_file_location("_interrupt_cli", REPO / "tests" / "_interrupt_cli.py")
+    toy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(toy)
+    monkeypatch.setitem(catalog.EXPERIMENTS, toy.TOY_ID, toy.EXPERIMENT)
+    return toy, ResultsStore(tmp_path).checkpoint_dir(toy.TOY_ID, toy.CONFIG) / "last.pt"
+
+
+def test_a_last_pt_that_is_a_folder_is_named_with_the_way_out(capsys, monkeypatch, tmp_path):
+    toy, path = _toy_checkpoint(monkeypatch, tmp_path)
+    path.mkdir(parents=True)
+    code, out, err = _cli(capsys, "run", toy.TOY_ID, "--profile", "smoke", "--results", str(tmp_path))
+    assert code == 1 and "is a folder, not a checkpoint file" in _one_error_line(err) and f"mv {path} " in err
+    code, out, err = _cli(capsys, "status", toy.TOY_ID, "--profile", "smoke", "--results", str(tmp_path))
+    assert code == 0 and "damaged" in out and "0 paused, 1 damaged" in out
+
+
+def test_a_pickled_module_checkpoint_gives_a_message_without_escape_codes(capsys, monkeypatch, tmp_path):
+    toy, path = _toy_checkpoint(monkeypatch, tmp_path)
+    path.parent.mkdir(parents=True)
+    torch.save(nn.Linear(2, 2), path)  # a whole module: weights_only refuses it, with a coloured message
+    code, out, err = _cli(capsys, "run", toy.TOY_ID, "--profile", "smoke", "--results", str(tmp_path))
+    assert code == 1 and "\x1b" not in err and f"cannot resume from {path}" in _one_error_line(err)

@@ -15,8 +15,15 @@ import torch
 from hacn_core.__main__ import main
 from hacn_core.engine.checkpoint import CHECKPOINT_NAME
 from hacn_core.engine.progress import progress_lines, study_progress, varying_keys
-from hacn_core.engine.results import LOCK_NAME, ResultsStore, RunResult, config_hash, filed_config, planned_execution,
-                                     result_checksum
+from hacn_core.engine.results import (
+    LOCK_NAME,
+    ResultsStore,
+    RunResult,
+    config_hash,
+    filed_config,
+    planned_execution,
+    result_checksum,
+)
 
 CONFIGS = [{"rule": r, "seed": s, "epochs": 3, "mu": None if r == "resnet" else 0.25}
            for r in ("resnet", "hacn") for s in (0, 1)]

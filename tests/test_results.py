@@ -162,3 +162,47 @@ def test_a_result_stored_by_another_process_meanwhile_is_kept(tmp_path):
         result = run_or_load("exp-a", CONFIG, train, store=store)
     assert result.metrics == {"acc": 0.5}
     assert store.load("exp-a", CONFIG).metrics == {"acc": 0.5}
+
+
+def test_a_damaged_result_or_checkpoint_is_flagged_not_counted(tmp_path):
+    """``status``: a truncated or edited result is not "stored", a checkpoint that cannot be read not "paused"."""
+    from types import SimpleNamespace
+
+    from hacn_core.engine.progress import progress_lines, study_progress
+
+    configs = [{**CONFIG, "seed": s} for s in (1, 2, 3, 4)]
+    experiment = SimpleNamespace(id="exp-a", runs=lambda profile: [dict(c) for c in configs])
+    store = ResultsStore(tmp_path)
+    for config in configs[:3]:
+        run_or_load("exp-a", config, _train([]), store=store)
+    cut = store.path_for("exp-a", configs[0])
+    cut.write_text(cut.read_text()[:100])  # truncated
+    edited = store.path_for("exp-a", configs[1])
+    edited.write_text(edited.read_text().replace('"test_acc": 0.75', '"test_acc": 0.95'))  # an edited number
+    (store.checkpoint_dir("exp-a", configs[3])).mkdir(parents=True)
+    (store.checkpoint_dir("exp-a", configs[3]) / "last.pt").write_bytes(b"not a checkpoint")
+    progress = study_progress(experiment, "book", store)
+    assert [p.state for p in progress] == ["damaged", "damaged", "stored", "damaged"]
+    lines = progress_lines(progress)
+    assert lines[0] == "1 of 4 runs stored; 0 training, 0 paused, 3 damaged, 0 not started"
+    assert "result " in lines[1] and "cannot be read as a result" in lines[1]
+    assert "do not match the checksum" in lines[2]
+    assert "cannot be resumed from" in lines[3] and "move it aside" in lines[3]
+
+
+def test_one_bad_file_costs_its_own_run_not_the_ledger(tmp_path):
+    from hacn_core.ledger import ledger_rows
+
+    store = ResultsStore(tmp_path)
+    good = run_or_load("exp-a", CONFIG, _train([]), store=store)
+    stray = tmp_path / "exp-a" / "0123456789abcdef.json"
+    stray.write_text(json.dumps({"unrelated": "but named like a result"}))
+    damaged = []
+    with pytest.warns(UserWarning, match="skipped a damaged result: .*0123456789abcdef.json: missing fields"):
+        assert [r.config_hash for r in store.iter_results("exp-a", damaged=damaged)] == [good.config_hash]
+    assert [path for path, _ in damaged] == [stray]
+    (tmp_path / "awnn-tabular-fixed").mkdir()
+    (tmp_path / "awnn-tabular-fixed" / "0123456789abcdef.json").write_text("{")
+    with pytest.warns(UserWarning, match="skipped a damaged result"):
+        rows = ledger_rows(store)
+    assert len(rows) > 200  # every item still has its row

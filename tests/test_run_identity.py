@@ -9,14 +9,16 @@ bit for bit. Also: a run paused under other threads is found, not silently start
 from __future__ import annotations
 
 import os
+import re
 import signal
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
 from hacn_core import catalog
-from hacn_core.__main__ import ENVIRONMENT, main
+from hacn_core.__main__ import ENVIRONMENT, _warn_unknown_environment, main
 from hacn_core.engine.progress import progress_lines, study_progress
 from hacn_core.engine.registry import Experiment
 from hacn_core.engine.results import (
@@ -54,7 +56,8 @@ KNOBS = [
 # none of them reaches a run's arithmetic.
 NOT_RUN_KNOBS = {"HACN_PROFILE", "HACN_RESULTS", "HACN_DATA", "HACN_DOWNLOAD", "HACN_ALLOW_TRAIN", "HACN_GIT_COMMIT",
                  "HACN_INSTALLER", "HACN_PYTHON", "HACN_VENV", "HACN_RUNS", "HACN_RUN_ARGS", "HACN_TASK",
-                 "HACN_GPU_EXPERIMENTS", "HACN_GPU_TESTS", "HACN_GPU_TEST_SECONDS"}
+                 "HACN_GPU_EXPERIMENTS", "HACN_GPU_TESTS", "HACN_GPU_TEST_SECONDS", "HACN_TEST_DATA", "HACN_MPS",
+                 "HACN_CHROMIUM", "HACN_TRACE_READS"}
 # What a stored provenance records: identity (hashed when not default) or a description of the run.
 IDENTITY = {"threads", "world_size", "backend", "precision"}
 DESCRIPTION = {"git_commit", "git_dirty", "device", "versions", "wall_time_s", "date", "segments", "engine",
@@ -95,10 +98,23 @@ def _clean_knobs(monkeypatch):
     STOP_AT.clear()
 
 
-def test_every_knob_is_classified():
+def test_every_knob_is_classified(capsys):
     """A new setting must say here whether it changes a run's numbers (and the walk below checks it)."""
     assert set(ENVIRONMENT) == {k for k, _, _ in KNOBS} | NOT_RUN_KNOBS
     assert set(EXECUTION_KEYS) == {"threads", "world_size", "backend", "run_precision"}
+    _warn_unknown_environment({"HACN_DEVICE": "cuda", "HACN_THREADS": "2"})  # a setting that does not exist
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: $HACN_DEVICE is not a setting of hacn_core and is ignored; the settings are")
+    assert "HACN_THREADS, HACN_PRECISION" in line
+
+
+def test_every_variable_the_code_reads_is_listed():
+    """The list the warning about an unknown ``HACN_*`` variable gives is the one the code reads."""
+    repo = Path(__file__).resolve().parents[1]
+    files = [*repo.glob("hacn_core/**/*.py"), *repo.glob("tools/*"), *repo.glob("tests/*.py"), repo / "conftest.py",
+             repo / "Makefile"]
+    named = {m for f in files if f.is_file() for m in re.findall(r"\bHACN_[A-Z_]*[A-Z]\b", f.read_text())}
+    assert named - {"HACN_DEVICE", "HACN_SOMETHING"} == set(ENVIRONMENT)  # the warning's own examples aside
 
 
 def test_each_knob_files_the_run_elsewhere_or_changes_no_number(tmp_path, monkeypatch):

@@ -93,7 +93,7 @@ def test_a_lock_whose_pid_now_belongs_to_another_process_is_stale(tmp_path):
     import datetime as dt
     import platform
 
-    from hacn_core.engine.results import process_start_time
+    from hacn_core.engine.processes import process_start_time
 
     other = _sleeper()
     try:
@@ -125,7 +125,7 @@ def test_status_shows_a_live_lock_with_its_age_and_a_reused_pid_as_paused(tmp_pa
     import torch
 
     from hacn_core.engine.progress import progress_lines, study_progress
-    from hacn_core.engine.results import process_start_time
+    from hacn_core.engine.processes import process_start_time
 
     experiment = Experiment(id="exp", title="t", train=_train, configs={"book": lambda: [{"x": 1}]},
                             setting={"book": "t"})
@@ -148,3 +148,19 @@ def test_status_shows_a_live_lock_with_its_age_and_a_reused_pid_as_paused(tmp_pa
     finally:
         other.kill()
         other.wait()
+
+
+def test_the_command_exits_75_when_another_process_holds_a_run(tmp_path, monkeypatch, capsys):
+    """A script can tell "skipped: another process is training it" (75, EX_TEMPFAIL) from "all stored" (0)."""
+    from hacn_core import catalog
+    from hacn_core.__main__ import main
+
+    experiment = Experiment(id="exp-held", title="t", train=_train, configs={"book": lambda: [{"x": 1}, {"x": 2}]},
+                            setting={"book": "t"})
+    monkeypatch.setitem(catalog.EXPERIMENTS, "exp-held", experiment)
+    command = ["run", "exp-held", "--profile", "book", "--results", str(tmp_path)]
+    with run_lock(ResultsStore(tmp_path).checkpoint_dir("exp-held", {"x": 1}), "held"):
+        assert main(command) == 75
+    out, err = capsys.readouterr()
+    assert err.startswith("skipped: exp-held (config hash") and len(out.splitlines()) == 1  # the other one stored
+    assert main(command) == 0  # the lock is gone: trained now, every run stored

@@ -139,7 +139,7 @@ def test_read_only_store_is_refused_before_training(tmp_path):
             cmd = ["unshare", "--mount", "sh", "-c", inner]
         else:
             pytest.skip("running as root without unshare/mount: no way to make a folder read-only")
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)  # a hung process, not a slow one
     finally:
         store.chmod(0o755)
     if "REFUSED:" not in proc.stdout and "mount" in proc.stderr:
@@ -579,7 +579,7 @@ def test_the_free_space_check_counts_temporary_checkpoints_on_a_small_file_syste
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
     inner = f"mount -t tmpfs -o size=2560k tmpfs {store} && exec {sys.executable} {script} {store} {dead.stdout.strip()}"
     proc = subprocess.run(["unshare", "--mount", "sh", "-c", inner], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=600)
     if proc.returncode != 0 and "mount" in proc.stderr:
         pytest.skip(f"no tmpfs here: {proc.stderr.strip()[-200:]}")
     assert proc.returncode == 0, proc.stderr[-2000:]

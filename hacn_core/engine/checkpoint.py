@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from hacn_core.engine.config import invalid
-from hacn_core.engine.results import plain_text, remove_stale_temporaries, temporary_name
+from hacn_core.engine.processes import plain_text, remove_stale_temporaries, temporary_name
 
 DISCARD_BAD_CHECKPOINT_ENV = "HACN_DISCARD_BAD_CHECKPOINT"
 CHECKPOINT_NAME = "last.pt"

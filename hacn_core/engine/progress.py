@@ -34,17 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from hacn_core.engine.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from hacn_core.engine.processes import lock_age, lock_holder_alive, lock_owner, plain_text
 from hacn_core.engine.results import (
     LOCK_NAME,
     ResultError,
     ResultsStore,
-    lock_owner,
     config_hash,
     filed_config,
-    lock_age,
-    lock_holder_alive,
     paused_elsewhere,
-    plain_text,
     planned_execution,
 )
 
