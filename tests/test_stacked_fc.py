@@ -286,4 +286,5 @@ def test_stacked_clocks_stay_out_of_the_per_run_cost_table(stored_pair):
     groups = gr.stacked_groups(single + stacked)
     assert len(groups) == 1
     row = groups.iloc[0]
-    assert (row["runs"], row["wall minutes (group)"], row["minutes per run"]) == (4, 1.0, 0.2)
+    assert (row["runs in the group"], row["wall minutes (group)"], row["minutes per run"]) == (4, 1.0, 0.2)
+    assert row["stored members (kind: seeds)"].count(":") == len({m.config["kind"] for m in stacked})

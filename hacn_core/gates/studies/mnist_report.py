@@ -252,9 +252,14 @@ def stacked_groups(results: Sequence[RunResult]):
         r = members[0]
         wall = r.provenance["wall_time_s"] / 60
         size = r.provenance["engine"]["members"]
-        rows.append({"d": r.config["depth"], "epochs": r.config["epochs"], "runs": size,
-                     "kinds x seeds": f"{len({m.config['kind'] for m in members})} x "
-                                      f"{sorted({m.seed for m in members})}",
+        # the members themselves, kind by kind with their seeds: a "kinds x seeds" product would claim
+        # combinations the group did not train
+        seeds: dict[str, list[int]] = {}
+        for m in sorted(members, key=lambda m: (KINDS.index(m.config["kind"]), m.seed)):
+            seeds.setdefault(KIND_LABELS[m.config["kind"]], []).append(m.seed)
+        rows.append({"d": r.config["depth"], "epochs": r.config["epochs"], "runs in the group": size,
+                     "stored members (kind: seeds)": "; ".join(f"{k}: {', '.join(map(str, v))}"
+                                                                for k, v in seeds.items()),
                      "wall minutes (group)": round(wall, 1), "minutes per run": round(wall / size, 1),
                      "device": r.provenance.get("device", "?")})
     return pd.DataFrame.from_records(rows).sort_values("d").reset_index(drop=True) if rows else pd.DataFrame()
