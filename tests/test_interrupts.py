@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import random
 import signal
@@ -221,9 +222,11 @@ def _net() -> torch.nn.Module:
 
 def test_default_cadence_every_epoch_within_the_budget(tmp_path, monkeypatch):
     """8 steps per epoch. A free checkpoint (budget without limit) is written at every epoch's end besides
-    the config's every-3-steps; with a tiny budget none is, once one checkpoint's cost is known (step 3)."""
+    the config's every-3-steps; with a tiny budget none is, once one checkpoint's cost is known (step 3).
+    The default's every-60-s trigger is off: on a loaded machine a slow run would add checkpoints."""
     data, cfg = _small_problem()
     steps = _saved_steps(monkeypatch)
+    monkeypatch.setattr(training, "DEFAULT_CHECKPOINT_SECONDS", math.inf)
     monkeypatch.setattr(training, "CHECKPOINT_BUDGET", 1e12)
     fit(_net(), data, cfg, checkpoint_dir=tmp_path / "a", progress=False)
     multiples = [s for s in range(3, 33, 3)]
