@@ -219,7 +219,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     # a test that calls pytest.skip itself when a dataset is missing ("... is not under $HACN_DATA")
     skipped_for_data = (report.skipped and isinstance(report.longrepr, tuple) and SKIP_REASON not in report.longrepr[2]
                         and any(word in report.longrepr[2] for word in _DATA_SKIP_WORDS + ("not available offline",)))
-    if failed_for_data or skipped_for_data:
+    # a notebook's later cells, skipped in pytest_runtest_setup: reported at the notebook, not at this file
+    skipped_here = (report.skipped and isinstance(report.longrepr, tuple) and SKIP_REASON in report.longrepr[2]
+                    and Path(report.longrepr[0]).name == Path(__file__).name)
+    if failed_for_data or skipped_for_data or skipped_here:
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {SKIP_REASON}")
         if item.path.suffix == ".ipynb":
