@@ -239,3 +239,14 @@ def test_report_finds_a_direction_only_where_the_gradient_has_one():
     parts = report.parts_table([_fake_run(0, g)]).iloc[0]
     mean = -sum(r[0] + r[1] for r in g) / steps * 1e3  # the push: minus the mean gradient, layers 1..L-1
     assert parts["gain on t, readout"] == pytest.approx(mean) and parts["t's share (%)"] == pytest.approx(100.0)
+
+
+def test_sign_test_over_layers_by_hand():
+    import numpy as np
+
+    from hacn_core.hacn.studies.mechanism_report import sign_test
+
+    assert sign_test(np.ones(15)) == 2 / 2**15  # all 15 up: twice P(15 of 15)
+    five_up = np.array([1.0] * 5 + [-1.0] * 10)  # the majority (10 down) or more: 2 * (C(15,10)+...+C(15,15)) / 2^15
+    assert sign_test(five_up) == pytest.approx(2 * sum(math.comb(15, k) for k in range(10, 16)) / 2**15)
+    assert sign_test(np.array([1.0, -1.0])) == 1.0 and math.isnan(sign_test(np.zeros(3)))

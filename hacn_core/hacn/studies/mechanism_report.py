@@ -74,6 +74,17 @@ def detectable(snr: np.ndarray, steps: int) -> np.ndarray:
     return snr > Z_95 / math.sqrt(steps)
 
 
+def sign_test(moves: np.ndarray) -> float:
+    """Two-sided sign test over layers: the probability, were up and down equally likely for every layer,
+    of as many or more layers moving the same way as the majority did (binomial with p = 1/2)."""
+    moves = moves[np.isfinite(moves) & (moves != 0)]
+    n, up = len(moves), int((moves > 0).sum())
+    if n == 0:
+        return math.nan
+    k = max(up, n - up)
+    return min(1.0, 2 * sum(math.comb(n, j) for j in range(k, n + 1)) / 2**n)
+
+
 def weights(run: RunResult, name: str = "alpha", at: int = -1) -> np.ndarray:
     """The scalars ``name`` of every layer at record ``at`` (``-1``: the end)."""
     return np.array([run.curves[f"param/stack.{name}.{i}"][at] for i in range(_layers(run))])
@@ -101,6 +112,7 @@ def statistics_table(runs: Sequence[RunResult]):
                 "direction found (%)": 100 * float(np.mean(np.concatenate(
                     [detectable(s["snr"], n) for s in stats]))),
                 "moved up (%)": 100 * float(np.mean(np.concatenate([s["total_da"] > 0 for s in stats]))),
+                "moved up, p": sign_test(np.concatenate([s["total_da"] for s in stats])),
                 "Γ start": float(np.mean([total_connectivity_strength(weights(r, name, 0)) for r in rs])),
                 "Γ end": float(np.mean([total_connectivity_strength(weights(r, name)) for r in rs])),
                 "Pearson (%)": 100 * pearson,
@@ -137,6 +149,7 @@ def show(frame, *, caption: str = "", note: str = ""):
     formats |= {c: ".0f" for c in ("sign agreement (%)", "direction found (%)", "moved up (%)", "Pearson (%)",
                                    "t's share (%)", "paper Pearson (%)")}
     formats |= {c: "+.2f" for c in ("gain on t, readout", "gain on t, stream", "residual path", "sum")}
+    formats["moved up, p"] = ".2g"
     return house_table(frame, formats={c: f for c, f in formats.items() if c in frame.columns},
                        missing_note=MISSING_NOTE, caption=caption, note=note)
 
@@ -182,7 +195,10 @@ def verdicts(runs: Sequence[RunResult]):
        (5% by chance). 2. The code rule's ``a_i`` do: at least half of the layers show one and at least
        75% move up. 3. A larger start gives Eq. 2's weights a direction: more layers show one at
        ``mu = 1`` than at 0.25. 4. The split-gain rule's ``b_i`` (gain on ``t``) get a consistent push
-       (at least half of the layers). Undecided (None) when a variant's runs are not stored."""
+       (at least half of the layers). 5-6. Under Eq. 2 and under the code's rule, the layers move the
+       same way (the two-sided sign test over layers, :func:`sign_test`, at p < 0.05); added after the
+       first runs showed the per-step directions of 1-2 at the noise floor under both rules. Undecided
+       (None) when a variant's runs are not stored."""
     stats = statistics_table(runs)
     table = ClaimTable()
     eq2, code, one, b = (_row(stats, "Eq. 2, μ 0.25"), _row(stats, "code rule"), _row(stats, "Eq. 2, μ 1"),
@@ -208,6 +224,12 @@ def verdicts(runs: Sequence[RunResult]):
     table.add("A gain of its own on the token-mixing output is pushed consistently", "split-gain rule (ours)",
               share(b) if b is not None else "not stored",
               None if b is None else bool(b["direction found (%)"] >= 50), under="the split-gain rule")
+    for label, under in (("Eq. 2, μ 0.25", "Eq. 2"), ("code rule", "the public code's rule")):
+        row = _row(stats, label)
+        table.add(f"Across layers, the weights move the same way ({label})", "sign test over layers (added)",
+                  f"{row['moved up (%)']:.0f}% of layers moved up, p = {row['moved up, p']:.2g}"
+                  if row is not None else "not stored",
+                  None if row is None else bool(row["moved up, p"] < 0.05), under=under)
     return table.frame()
 
 
@@ -304,7 +326,7 @@ def plot_paths_and_parts(runs: Sequence[RunResult]):
 
 __all__ = [
     "MISSING_NOTE", "SCALAR_LABELS", "VARIANT_LABELS", "by_variant", "converged_table", "detectable", "load",
-    "parts_table",
+    "parts_table", "sign_test",
     "plot_consistency", "plot_paths_and_parts", "retrace_gap", "run_statistics", "show", "statistics_table",
     "variant", "verdicts", "weights",
 ]
