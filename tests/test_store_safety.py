@@ -139,7 +139,7 @@ def test_read_only_store_is_refused_before_training(tmp_path):
             cmd = ["unshare", "--mount", "sh", "-c", inner]
         else:
             pytest.skip("running as root without unshare/mount: no way to make a folder read-only")
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)  # a hung process, not a slow one
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)  # hung, not slow
     finally:
         store.chmod(0o755)
     if "REFUSED:" not in proc.stdout and "mount" in proc.stderr:
@@ -502,7 +502,8 @@ def test_a_write_killed_midway_leaves_nothing_once_the_run_has_finished(tmp_path
               "from hacn_core.engine.results import write_atomic\n"
               "from pathlib import Path\n"
               "path = Path(sys.argv[2])\n"
-              "write_atomic(path, 'x' * 100000) if sys.argv[1] == 'result' else save_checkpoint({'w': torch.ones(9)}, path)\n")
+              "if sys.argv[1] == 'result': write_atomic(path, 'x' * 100000)\n"
+              "else: save_checkpoint({'w': torch.ones(9)}, path)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
     for kind, path in (("result", target), ("checkpoint", checkpoint), ("checkpoint", checkpoint)):
         proc = subprocess.Popen([sys.executable, "-c", script, kind, str(path)], env=env, stdout=subprocess.PIPE,
@@ -577,7 +578,8 @@ def test_the_free_space_check_counts_temporary_checkpoints_on_a_small_file_syste
     script.write_text(FREE_SPACE_RUN)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
-    inner = f"mount -t tmpfs -o size=2560k tmpfs {store} && exec {sys.executable} {script} {store} {dead.stdout.strip()}"
+    dead_pid = dead.stdout.strip()
+    inner = f"mount -t tmpfs -o size=2560k tmpfs {store} && exec {sys.executable} {script} {store} {dead_pid}"
     proc = subprocess.run(["unshare", "--mount", "sh", "-c", inner], env=env, capture_output=True, text=True,
                           timeout=600)
     if proc.returncode != 0 and "mount" in proc.stderr:
