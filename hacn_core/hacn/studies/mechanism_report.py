@@ -319,7 +319,7 @@ def plot_paths_and_parts(runs: Sequence[RunResult]):
         ax_parts.axhline(0, color="0.3", lw=0.8)
         ax_parts.set(xlabel="layer i", ylabel="push on a_i (−mean gradient, 1e-3)",
                      title="(b) code rule: the push's parts")
-        ax_parts.legend(fontsize=8)
+        ax_parts.legend(fontsize=8, loc="lower right")
         plots.integer_ticks(ax_parts)
     return fig
 
