@@ -490,10 +490,12 @@ def paper_key(ax: Axes, label: str = PAPER_LABEL, marker: str = "D") -> Line2D:
 def with_ci(ax, x, runs: np.ndarray, label: str | None, **kwargs):
     """Mean curve over runs (rows) with a band of one standard error."""
     runs = np.atleast_2d(np.asarray(runs, dtype=float))
-    mean = np.nanmean(runs, axis=0)
+    with warnings.catch_warnings():  # a point with no value (or one run's alone) has no mean (or spread): a gap
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(runs, axis=0)
+        sem = np.nanstd(runs, axis=0, ddof=1) / np.sqrt(runs.shape[0]) if runs.shape[0] > 1 else None
     (line,) = ax.plot(x, mean, label=label, **kwargs)
-    if runs.shape[0] > 1:
-        sem = np.nanstd(runs, axis=0, ddof=1) / np.sqrt(runs.shape[0])
+    if sem is not None:
         ax.fill_between(x, mean - sem, mean + sem, color=line.get_color(), alpha=0.2, linewidth=0)
     return line
 
