@@ -47,7 +47,7 @@ TEST_DATASETS: dict[str, float] = {
 }
 TEST_DATA_ENV = "HACN_TEST_DATA"
 TEST_DATA_MODES = ("require", "skip")
-SKIP_REASON = f"needs a dataset that is not in the data root ({TEST_DATA_ENV}=skip; see the README's Data section)"
+SKIP_REASON = f"needs a dataset that is not in the data root ({TEST_DATA_ENV}=skip; README: 'The data the tests use')"
 #: words of a ``skipif`` reason that says a dataset is not in the data root
 _DATA_SKIP_WORDS = ("$HACN_DATA", "data root")
 
