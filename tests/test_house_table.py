@@ -84,3 +84,34 @@ def test_device_label_names_the_gpu_model_and_tells_cpus_apart_by_cores():
     assert device_label({"device": "cpu: Intel(R) Xeon(R) Processor (16 cores, 4 torch threads)",
                          "threads": 4}) == "CPU, 16 cores, 4 threads"
     assert device_label({}) == "not recorded"
+
+
+def test_long_tokens_break_at_their_punctuation_without_changing_the_text():
+    from hacn_core.engine.tables import LONG_TOKEN
+
+    frame = pd.DataFrame({"checked by": ["tests/test_paper_items.py::test_counts", "a short one"],
+                          "ln(1/(1-k))/rate": ["x", "y"]})
+    html = str(house_table(frame).data)
+    assert "tests/<wbr>test_<wbr>paper_<wbr>items.<wbr>py::<wbr>test_<wbr>counts" in html
+    assert "<th>ln<wbr>(1/<wbr>(1-k))/<wbr>rate</th>" in html  # a formula header breaks too
+    assert _cells(html.replace("<wbr>", ""))[0][0] == "tests/test_paper_items.py::test_counts"  # same text
+    assert "a short one" in html and len("test_counts") <= LONG_TOKEN  # short tokens untouched
+    assert "1.883" in str(house_table(pd.DataFrame({"v": ["1.883 (0.057)"]})).data)  # decimals never split
+
+
+def test_a_table_of_many_columns_is_set_in_a_smaller_type_and_a_narrow_one_is_not():
+    from hacn_core.engine.tables import COLUMN_PX, LAYOUTS, _layout, _min_chars
+
+    narrow = pd.DataFrame({"rule": ["H-ACN"], "test accuracy (%)": [91.23]})
+    assert '<table class="house">' in str(house_table(narrow).data)
+    # numbers never wrap: n columns of 7-character numbers ("123,456") need 7 n characters in any layout;
+    # at 0.6 em a character and the padding of each column that is 77.8 n px in the house type, 62.7 n px
+    # compact and 51.5 n px dense, against 97% of the 784 px column
+    tables = {n: pd.DataFrame({f"p{i}": [123_456] for i in range(n)}) for n in (9, 12, 14, 20)}
+    classes = {n: re.search(r'<table class="([^"]+)">', str(house_table(t).data)).group(1) for n, t in tables.items()}
+    assert classes == {9: "house", 12: "house compact", 14: "house dense", 20: "house dense"}
+    heads, cells = [f"p{i}" for i in range(12)], [["123,456"]] * 12
+    assert _min_chars(heads, cells, [True] * 12) == 12 * 7
+    width = {name: 16 * size * (0.6 * 84 + 2 * pad * 12) for name, size, pad in LAYOUTS}
+    assert width["house"] > 0.97 * COLUMN_PX >= width["house compact"]
+    assert _layout(heads, cells, [True] * 12) == "house compact"

@@ -101,3 +101,40 @@ def test_cli_lists_page_element_and_widths_and_sets_the_exit_status(book, tmp_pa
     assert empty.returncode == 2 and "no built pages" in empty.stderr and "Traceback" not in empty.stderr
     missing = subprocess.run([*cmd[:-1], "/nonexistent/chromium", str(book)], capture_output=True, text=True)
     assert missing.returncode == 2 and "no Chromium found" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_house_tables_fit_the_books_column_and_would_not_without_the_house_layout(tmp_path):
+    """The house table's layouts (hacn_core.engine.tables) in Chromium, in a 784 px column of the theme's font
+    (Arial, Debian's Liberation Sans): the widest table of each layout fits; set in the house type without the
+    smaller layout, or without its break points, the same table does not."""
+    import pandas as pd
+
+    from hacn_core.engine.tables import COLUMN_PX, house_table
+
+    tables = {
+        "compact": pd.DataFrame({f"p{i}": [123_456, 7] for i in range(12)}),
+        "dense": pd.DataFrame({f"p{i}": [123_456, 7] for i in range(14)}),
+        # a ledger-like table: long paths break at their punctuation
+        "paths": pd.DataFrame({"item": ["Table 4"], "checked by": ["tests/test_paper_items.py::test_decoder_params"],
+                               "setting": ["hacn_core/hacn/studies/decoder_report.py::table4_rows"],
+                               "paper": [208.54], "ours": [208.54], "verdict": ["reproduced (exact)"]}),
+    }
+    html = {name: str(house_table(frame).data) for name, frame in tables.items()}
+    assert 'class="house compact"' in html["compact"] and 'class="house dense"' in html["dense"]
+    assert "<wbr>" in html["paths"]
+    plain = {"compact": html["compact"].replace('class="house compact"', 'class="house"'),
+             "dense": html["dense"].replace('class="house dense"', 'class="house"'),
+             "paths": html["paths"].replace("<wbr>", "")}
+
+    def write(folder: Path, bodies: dict[str, str]) -> list[Path]:
+        folder.mkdir()
+        for name, body in bodies.items():
+            (folder / f"{name}.html").write_text(
+                f'<html><body style="margin:0;font-family:Arial,sans-serif"><article class="bd-article" '
+                f'style="width:{COLUMN_PX}px"><section id="t">{body}</section></article></body></html>')
+        return sorted(folder.glob("*.html"))
+
+    assert check_layout.check_pages_in_browser(tmp_path / "house", write(tmp_path / "house", html), BROWSER) == []
+    without = check_layout.check_pages_in_browser(tmp_path / "plain", write(tmp_path / "plain", plain), BROWSER)
+    assert sorted(p.page for p in without) == ["compact.html", "dense.html", "paths.html"], without
+    assert all(p.rule == "wide-table" and p.width > COLUMN_PX for p in without)

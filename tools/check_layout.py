@@ -15,9 +15,10 @@ launched through ``executable_path``), and measures:
                  its right edge. A table inside a horizontally scrolling wrapper counts too: a reader
                  does not see its right-hand columns.
 ``wide-figure``  an ``<img>`` or an (outermost) inline ``<svg>`` wider than the column, or past it.
-``clipped-cell`` a table cell, or an element inside one, whose text is cut: ``scrollWidth`` larger
-                 than ``clientWidth`` where it hides its overflow (``overflow: hidden``/``clip``) or
-                 ends it in an ellipsis (``text-overflow: ellipsis``).
+``clipped-cell`` a table cell, or an element inside one, whose text is cut: it hides its overflow
+                 (``overflow: hidden``/``clip``) or ends it in an ellipsis (``text-overflow: ellipsis``)
+                 and what a reader would see of its content (text and boxes; text kept for screen readers
+                 only, such as MathJax's clipped assistive MathML, aside) reaches past its box.
 
 Closed ``<details>`` are opened first (what is one click away must fit too); an element that is not
 displayed (an inactive tab) has no width and is skipped. A width may exceed the column by
@@ -34,6 +35,7 @@ import argparse
 import collections
 import itertools
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -87,14 +89,39 @@ MEASURE_JS = r"""
                   element: describe(el), width: Math.round(w), overhang: Math.round(overhang)});
     }
   }
+  // The right edge of what a reader sees inside `root`: its text and boxes, without text hidden for screen
+  // readers (a `clip`ped element such as MathJax's assistive MathML, which widens scrollWidth unseen).
+  const visibleRight = (root) => {
+    let right = -Infinity;
+    const walk = (node) => {
+      for (const child of node.childNodes) {
+        if (child.nodeType === Node.TEXT_NODE && child.textContent.trim()) {
+          const range = document.createRange();
+          range.selectNodeContents(child);
+          for (const r of range.getClientRects()) right = Math.max(right, r.right);
+        } else if (child.nodeType === Node.ELEMENT_NODE) {
+          const s = getComputedStyle(child);
+          if (s.display === 'none' || s.visibility === 'hidden' || s.clip !== 'auto') continue;
+          const r = child.getBoundingClientRect();
+          if (r.width > 0) right = Math.max(right, r.right);
+          walk(child);
+        }
+      }
+    };
+    walk(root);
+    return right;
+  };
   for (const cell of article.querySelectorAll('td, th')) {
     for (const el of [cell, ...cell.querySelectorAll('*')]) {
       const s = getComputedStyle(el);
       const hides = ['hidden', 'clip'].includes(s.overflowX) || s.textOverflow === 'ellipsis';
-      if (hides && el.clientWidth > 0 && el.scrollWidth > el.clientWidth + tolerance) {
+      if (!hides || el.clientWidth === 0 || el.scrollWidth <= el.clientWidth + tolerance) continue;
+      const inner = el.getBoundingClientRect().left + el.clientLeft + el.clientWidth;
+      const cut = visibleRight(el) - inner;
+      if (cut > tolerance) {
         found.push({rule: 'clipped-cell', section: sectionOf(cell),
                     element: `${cell.tagName.toLowerCase()} '${text(cell)}'`,
-                    width: el.scrollWidth, shown: el.clientWidth});
+                    width: Math.round(el.clientWidth + cut), shown: el.clientWidth});
         break;
       }
     }
@@ -102,6 +129,9 @@ MEASURE_JS = r"""
   return {column: Math.round(width), found};
 }
 """
+
+#: a page that only sends the reader on (``<meta http-equiv="refresh">``): there is nothing to lay out
+REDIRECT_RE = re.compile(r"<meta[^>]+http-equiv=[\"']?refresh", re.IGNORECASE)
 
 # MathJax typesets after load and can change the layout: wait for it where a page loads it.
 MATHJAX_JS = "() => (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise.then(() => true) : true"
@@ -160,6 +190,8 @@ def check_pages_in_browser(html_dir: str | Path, pages: list[Path], browser: str
             tab = chromium.new_page(viewport={"width": width, "height": HEIGHT_PX}, device_scale_factor=1)
             for path in pages:
                 name = str(path.relative_to(html_dir))
+                if REDIRECT_RE.search(path.read_text(encoding="utf-8", errors="replace")[:2000]):
+                    continue  # a redirect (the book's index.html): the page it leads to is checked itself
                 tab.goto(path.resolve().as_uri(), wait_until="load")
                 tab.evaluate(MATHJAX_JS)
                 measured = tab.evaluate(MEASURE_JS, TOLERANCE_PX)

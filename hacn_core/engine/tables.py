@@ -3,8 +3,9 @@
 :func:`house_table` is how every chapter shows a DataFrame: human column names,
 no index column, numbers at a sensible precision, "–" (with a note saying why)
 where a cell has no value, "yes"/"no" for booleans, internal ids replaced by
-labels, and text that wraps at spaces (a table wider than the page scrolls sideways
-instead of breaking words). ``ClaimTable`` collects the
+labels, and a layout that fits the book's text column (:func:`house_table`: headers and text
+wrap, long tokens break at their punctuation, a table of many columns is set in a smaller type).
+``ClaimTable`` collects the
 rows of a chapter's "the paper's claims, checked on our runs" table;
 :func:`mean_std` formats one cell of seeds as papers print it; :func:`coverage_table`
 says which cells of a study that fills in over several sessions are stored.
@@ -55,12 +56,12 @@ class ClaimTable:
         per seed, in ``unit``) when the claim rests on one; ``under`` names the rule or recipe the verdict holds
         under when the paper's item is judged more than once (e.g. "the public code's rule")."""
         self.rows.append({"claim": claim, "paper": source, "ours": evidence, "holds": holds})
-
         self.ledger.append({"claim": claim, "evidence": evidence, "holds": holds, "items": tuple(items),
                             "values": tuple(float(v) for v in values), "unit": unit, "under": under})
+
     def frame(self):
-        import pandas as pd
         """The DataFrame a chapter shows; ``frame.attrs["ledger"]`` keeps each row's ledger ids and values."""
+        import pandas as pd
 
         frame = pd.DataFrame.from_records(self.rows, columns=["claim", "paper", "ours", "holds"])
         frame.attrs["ledger"] = list(self.ledger)
@@ -146,7 +147,6 @@ def devices_summary(results: Sequence[Any]) -> str:
     return "; ".join(f"{d} ({n} run{'s' if n != 1 else ''})" for d, n in sorted(counts.items()))
 
 
-MISSING = "–"
 #: Decimals of a value by its unit, the one precision per kind of quantity across the book (the ledger and the
 #: key results read it): accuracies and errors in % to 2 decimals (as the papers print them), Γ and Pearson
 #: correlations to 3, perplexities to 2, losses in nats to 3, counts whole.
@@ -185,7 +185,10 @@ def quantity_text(values: Sequence[float], unit: str = "", *, spread: bool = Tru
     return text + (f", n = {v.size}" if spread and v.size > 1 else "")
 
 
-#: the house style of every table: wraps at the text width, numbers right-aligned, no index
+MISSING = "–"
+#: the house style of every table: wraps at the text width, numbers right-aligned, no index. Text and headers
+#: wrap at spaces (and at the <wbr> of :func:`_breakable`), numbers never; a table of many columns is set
+#: ``compact`` or ``dense`` (:data:`LAYOUTS`, :func:`_layout`): a smaller type with tighter cells.
 TABLE_CSS = (
     "<style>table.house{border-collapse:collapse;margin:0.5em 0;font-size:0.9em;max-width:100%}"
     "div.house-wrap{overflow-x:auto;max-width:100%}"
@@ -193,23 +196,24 @@ TABLE_CSS = (
     "white-space:normal;overflow-wrap:break-word}"
     "table.house th{text-align:left;border-bottom:2px solid #888}"
     "table.house td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "table.house.compact{font-size:0.8em}table.house.compact th,table.house.compact td{padding:0.2em 0.35em}"
+    "table.house.dense{font-size:0.7em}table.house.dense th,table.house.dense td{padding:0.15em 0.2em}"
     "p.house-note{font-size:0.85em;color:#555;margin:0 0 1em 0}</style>"
 )
+#: the book's text column in px at a 1400 px window (the theme's article; ``tools/check_layout.py`` measures it)
+COLUMN_PX = 784
+#: the house layouts, roomiest first: class, type size (em of the page's 16 px) and a cell's left or right
+#: padding (em of that type), as :data:`TABLE_CSS` sets them
+LAYOUTS: tuple[tuple[str, float, float], ...] = (("house", 0.9, 0.6), ("house compact", 0.8, 0.35),
+                                                 ("house dense", 0.7, 0.2))
+#: the mean advance of a character of the theme's sans-serif in em, bold headers included (fitted on the
+#: book's tables in Chromium: a table's narrowest width / its characters, 0.58-0.61)
+_CHAR_EM = 0.6
+#: a token (text between spaces) longer than this breaks after its punctuation (:func:`_breakable`)
+LONG_TOKEN = 14
+_BREAK_AFTER = re.compile(r"(?<=[/_.:,;=+×)\]])(?=[A-Za-z(\[])|(?<=\w)(?=[(\[])")
 
 Format = str | Callable[[Any], str]
-
-
-def _missing(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    try:
-        import pandas as pd
-
-        return value is pd.NA or value is pd.NaT
-    except ImportError:  # pragma: no cover
-        return False
 
 
 def _breakable(text: str) -> str:
@@ -227,21 +231,40 @@ def _segments(text: str) -> list[str]:
             (_BREAK_AFTER.split(token) if len(token) > LONG_TOKEN else [token])]
 
 
-def _min_chars(heads: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool]) -> float:
-    """The table's narrowest width in characters: per column the longest piece that cannot break (a whole
-    number cell, since numbers do not wrap), plus the cell's padding."""
-    total = 0.0
+def _min_chars(heads: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool]) -> int:
+    """The characters of the table's narrowest layout: per column the longest piece that cannot break (a
+    whole number cell, since numbers do not wrap), summed over the columns."""
+    total = 0
     for head, column, num in zip(heads, cells, numeric):
         widest = max((len(p) for p in _segments(head)), default=0)
         for text in column:
             widest = max(widest, len(text) if num else max((len(p) for p in _segments(text)), default=0))
-        total += widest + _CELL_PAD_CHARS
+        total += widest
     return total
 
 
-def _compact(heads: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool]) -> bool:
-    """Whether the table is set compact: its narrowest layout is wider than :data:`COLUMN_CHARS`."""
-    return _min_chars(heads, cells, numeric) > COLUMN_CHARS
+def _layout(heads: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool]) -> str:
+    """The table's class: the roomiest of :data:`LAYOUTS` whose narrowest width (in px, estimated from
+    :func:`_min_chars` and the padding of each column) fits :data:`COLUMN_PX` with a 3% margin; the densest
+    if none does (``tools/check_layout.py`` then fails the page, and the table must be split)."""
+    chars, columns = _min_chars(heads, cells, numeric), len(heads)
+    for name, size, pad in LAYOUTS:
+        if 16 * size * (_CHAR_EM * chars + 2 * pad * columns) <= 0.97 * COLUMN_PX:
+            return name
+    return LAYOUTS[-1][0]
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    try:
+        import pandas as pd
+
+        return value is pd.NA or value is pd.NaT
+    except ImportError:  # pragma: no cover
+        return False
 
 
 #: a formatted number that rounded to zero from below ("-0.0", "-0", "-0.00%")
@@ -290,6 +313,12 @@ def house_table(frame: Any, *, columns: Mapping[str, str] | None = None, formats
     ``missing_note`` (why they are missing) is printed under the table, and the
     call fails if it was not given, so a "–" is never unexplained. ``note``: any
     other line under the table.
+
+    Layout (the book's text column is about 784 px at a 1400 px window; ``tools/check_layout.py`` checks every
+    page): headers and text cells wrap at spaces, a token longer than :data:`LONG_TOKEN` characters also after
+    its punctuation (:func:`_breakable`), numbers never wrap; a table whose narrowest layout is wider than
+    the column in the house type is set in the first of :data:`LAYOUTS` (``compact``, ``dense``: a smaller
+    type, tighter cells) in which it fits (:func:`_layout`).
     """
     import pandas as pd
     from IPython.display import HTML
@@ -326,10 +355,11 @@ def house_table(frame: Any, *, columns: Mapping[str, str] | None = None, formats
         raise ValueError("house_table: the table has missing cells (shown as '–'); say why in missing_note")
     rows = []
     for i in range(len(df)):
-        tds = "".join(f'<td class="num">{html.escape(c[i])}</td>' if num else f"<td>{html.escape(c[i])}</td>"
+        tds = "".join(f'<td class="num">{html.escape(c[i])}</td>' if num else f"<td>{_breakable(c[i])}</td>"
                       for c, num in zip(cells, numeric))
         rows.append(f"<tr>{tds}</tr>")
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in heads)
+    head = "".join(f"<th>{_breakable(h)}</th>" for h in heads)
+    table_class = _layout(heads, cells, numeric)
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     notes = []
     if any_missing:
@@ -337,5 +367,5 @@ def house_table(frame: Any, *, columns: Mapping[str, str] | None = None, formats
     if note:
         notes.append(note)
     foot = "".join(f'<p class="house-note">{html.escape(n)}</p>' for n in notes)
-    return HTML(f'{TABLE_CSS}<div class="house-wrap"><table class="house">{cap}<thead><tr>{head}</tr></thead>'
+    return HTML(f'{TABLE_CSS}<div class="house-wrap"><table class="{table_class}">{cap}<thead><tr>{head}</tr></thead>'
                 f'<tbody>{"".join(rows)}</tbody></table></div>{foot}')
