@@ -95,3 +95,26 @@ def test_clip_before_unscale_clips_to_max_norm_over_the_loss_scale():
     opt.step()
     hand = 4 * g / (2.0**17 * 2e-5 + 1e-6)
     torch.testing.assert_close(before - w.detach(), hand, rtol=1e-12, atol=0)
+
+
+def test_the_code_trainer_entries_switch_one_piece_each_and_leave_the_default_unchanged():
+    from hacn_core.hacn.studies import mechanism as mech
+
+    config = mech.make_config("hacn_code_mixer", 0, profile="book")
+    base = mech.train_config(config, 30)
+    assert (base.label_smoothing, base.min_lr, base.warmup_epochs) == (0.0, 0.0, 0.05 * 30)
+    assert "mixing" in base.no_decay_roles
+    for key, value in mech.CODE_TRAINER.items():
+        if key == "clip_before_unscale":
+            continue  # a callback of train_mechanism, not a trainer field (tested above)
+        one = mech.train_config(config | {key: value}, 30)
+        changed = {f for f in ("label_smoothing", "min_lr", "warmup_epochs", "no_decay_roles")
+                   if getattr(one, f) != getattr(base, f)}
+        assert len(changed) == 1, (key, changed)
+    full = mech.train_config(config | mech.CODE_TRAINER, 30)
+    assert (full.label_smoothing, full.min_lr, full.warmup_epochs, full.no_decay_roles) == (0.1, 1e-6, 10, ())
+    torch.manual_seed(0)
+    model = MLPMixer(SMALL)
+    groups = optimizer_for(model, full).param_groups
+    decayed = [p for g in groups if g["weight_decay"] == 0.01 for p in g["params"]]
+    assert all(any(p is q for q in decayed) for p in model.stack.alpha)  # decay on the residual weights too

@@ -194,6 +194,8 @@ def test_bad_configurations_are_refused_by_name():
         mechanism.check_config(config | {"rule": "resnet"})
     with pytest.raises(ValueError, match="profile"):
         mechanism.make_config("hacn", 0, profile="huge")
+    with pytest.raises(ValueError, match="clip_before_unscale"):
+        mechanism.check_config(config | {"clip_before_unscale": 0})
 
 
 # ----------------------------------------------------------------------------- the report

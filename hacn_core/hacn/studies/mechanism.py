@@ -119,16 +119,39 @@ def check_config(config: dict[str, Any]) -> None:
     stop = config.get("stop_after_epochs")
     if isinstance(stop, bool) or not isinstance(stop, int) or stop < 1:
         raise ValueError(f"stop_after_epochs={stop!r} must be a positive integer (epochs trained of the schedule)")
+    clip = config.get("clip_before_unscale", 1.0)
+    if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0:
+        raise ValueError(f"clip_before_unscale={clip!r} must be a number > 0 (the max norm of the scaled gradients)")
+    if not isinstance(config.get("decay_every_parameter", False), bool):
+        raise ValueError(f"decay_every_parameter={config['decay_every_parameter']!r} must be True or False")
+
+
+#: the public code's trainer, as optional configuration entries (left out: the converged study's trainer, so
+#: every configuration written without them keeps its hash): label smoothing 0.1, AdamW's decay on every
+#: parameter (the residual weights included), a fixed 10-epoch warmup, a cosine down to 1e-6, and
+#: ``clip_grad_norm_(1.0)`` on the float16-scaled gradients (:class:`ClipBeforeUnscale`). Its cosine steps
+#: once per epoch; ours steps every optimizer step.
+CODE_TRAINER: dict[str, Any] = {"label_smoothing": 0.1, "decay_every_parameter": True, "warmup_epochs": 10,
+                                "min_lr": 1e-6, "clip_before_unscale": 1.0}
 
 
 def train_config(config: dict[str, Any], epochs: int) -> TrainConfig:
     """The trainer of ``hacn-mixer-long`` (:func:`hacn_core.hacn.studies.mixer.train_hacn_mixer`): AdamW,
     weight decay on the weights only (the residual scalars are ``mixing`` parameters, kept out of decay by
-    role), the cosine schedule of ``epochs`` epochs with its warmup, recording every ``record_every_steps``."""
+    role), the cosine schedule of ``epochs`` epochs with its warmup, recording every ``record_every_steps``;
+    with any entry of :data:`CODE_TRAINER` in ``config``, that piece of the public code's trainer instead."""
+    extra: dict[str, Any] = {}
+    if "label_smoothing" in config:
+        extra["label_smoothing"] = config["label_smoothing"]
+    if config.get("decay_every_parameter"):
+        extra["no_decay_roles"] = ()
+    if "min_lr" in config:
+        extra["min_lr"] = config["min_lr"]
+    warmup = config["warmup_epochs"] if "warmup_epochs" in config else config["warmup_fraction"] * epochs
     return TrainConfig(epochs=epochs, batch_size=config["batch_size"], lr=config["lr"], optimizer="adamw",
-                       weight_decay=config["weight_decay"], schedule="cosine",
-                       warmup_epochs=config["warmup_fraction"] * epochs, seed=config["seed"],
-                       record_every_steps=config["record_every_steps"], checkpoint_every_minutes=5.0)
+                       weight_decay=config["weight_decay"], schedule="cosine", warmup_epochs=warmup,
+                       seed=config["seed"], record_every_steps=config["record_every_steps"],
+                       checkpoint_every_minutes=5.0, **extra)
 
 
 # ----------------------------------------------------------------------------- the probe
@@ -395,9 +418,12 @@ def train_mechanism(config: dict[str, Any], context: RunContext) -> dict[str, An
     model = mixer.build_model(config, image_size=X.shape[-1], in_channels=X.shape[1])
     epochs = mixer.epochs_for(config, len(X))
     probe = ResidualGradientProbe(model, stop_after_epochs=config["stop_after_epochs"])
+    callbacks: list[Callback] = [probe]
+    if "clip_before_unscale" in config:  # the public code's clipping of the scaled gradients
+        callbacks.append(ClipBeforeUnscale(max_norm=config["clip_before_unscale"]))
     try:
         out = fit(model, data["train"], train_config(config, epochs), val=data["val"], test=data["test"],
-                  callbacks=[probe], checkpoint_dir=context.checkpoint_dir, progress=context.progress)
+                  callbacks=callbacks, checkpoint_dir=context.checkpoint_dir, progress=context.progress)
     finally:
         probe.close()
     c = out.curves
