@@ -47,10 +47,10 @@ after ``stop_after_epochs = 2`` epochs (860 steps: the 645 warmup steps and 215 
 peak rate). Five rules, three seeds each (15 runs): Eq. 2 from ``N(0.25, 0.005)``,
 the code's rule, the split-gain rule (``hacn_split_gain``, both gains from the same
 draw), and Eq. 2 from ``N(0.75, 0.005)`` and ``N(1, 0.005)`` (Table 2's other means).
-The budget is what one CPU worker trains in about an hour beside other work: a step of
-this Mixer costs 60-250 ms on one thread of this machine (unloaded / loaded), so
-15 runs x 860 steps is 13 to 54 CPU-minutes. Because the trajectory is the long runs'
-own, the residual weights recorded every 50 steps can be checked against theirs.
+The budget is what one CPU thread trains in about an hour: a step of this Mixer costs
+about 90 ms of CPU time on one thread (``hacn-mixer-cost``) and 250 ms when the machine is
+loaded, so 15 runs x 860 steps is 20 to 54 CPU-minutes. Because the trajectory is the long
+runs' own, their Gamma, recorded every 50 steps, can be checked against these runs'.
 
 ``smoke``: the 3-layer smoke Mixer on 2,000 images, one epoch, two seeds: seconds.
 ``paper``: Appendix A's Mixer on CIFAR-10, the first 2 of its 300 epochs.
