@@ -6,6 +6,7 @@
     python -m hacn_core run gates-mnist --profile paper --where depth=50 --stacked
     torchrun --nproc_per_node 2 -m hacn_core run gates-mnist --profile book   # ranks train each run together
     python -m hacn_core run gates-cifar --profile paper --dry-run   # cost of a profile, trains nothing
+    python -m hacn_core run hacn-vit --profile paper --launcher slurm --partition gpu --gpus 1   # a job per missing run
     python -m hacn_core run gates-mnist --profile book --checkpoint-every 5m     # or 500steps, 60s
     python -m hacn_core status hacn-mixer-long --profile book   # stored, training, paused runs
     python -m hacn_core ledger                    # the reproduction ledger (text)
@@ -180,6 +181,32 @@ def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any], time_s
     return 0
 
 
+def _launch(experiment: Experiment, profile: str, store: Any, where: dict[str, Any], args: argparse.Namespace) -> int:
+    """``run --launcher local|slurm``: submit the missing runs as submitit jobs (hacn_core.engine.launch)."""
+    from hacn_core.engine.launch import LaunchError, LaunchOptions, check_launcher, launch
+
+    try:
+        if check_launcher(args.launcher) == "inline":
+            raise LaunchError("--gpus, --cpus, --tasks, --time-min, --partition and --launch-config go with "
+                              "--launcher local or slurm")
+        if args.stacked:
+            raise LaunchError("--stacked trains in this process: use it with --launcher inline")
+        options = LaunchOptions.load(args.launch_config, gpus=args.gpus, cpus=args.cpus, tasks=args.tasks,
+                                     time_min=args.time_min, partition=args.partition)
+        jobs = launch(experiment, profile, launcher=args.launcher, store=store, where=where, threads=args.threads,
+                      options=options)
+    except LaunchError as err:
+        raise UsageError(str(err)) from err
+    if not jobs:
+        print(f"{experiment.id} ({profile}): no run to submit in {store.root} (every run is stored or held by a "
+              "live job)")
+        return 0
+    print(f"{experiment.id} ({profile}): submitted {len(jobs)} {args.launcher} job{'s' * (len(jobs) != 1)} "
+          f"({', '.join(str(j.job_id) for j in jobs)}); python -m hacn_core status {experiment.id} --profile "
+          f"{profile} --results {store.root} follows them")
+    return 0
+
+
 DEBUG_HELP = "on bad input, show the traceback instead of the one-line error"
 
 
@@ -263,6 +290,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--compiled", action="store_true",
                        help="with --time-steps: time the steps under torch.compile (default: as the study trains)")
     run_p.add_argument("--json", default=None, metavar="FILE", help="with --dry-run: also write the report as JSON")
+    run_p.add_argument("--launcher", default="inline", metavar="{inline,local,slurm}",
+                       help="inline (default): train the missing runs here, one after the other; local / slurm: "
+                            "submit each as a job through submitit, on this machine or a SLURM cluster "
+                            "(hacn_core.engine.launch)")
+    for flag, kind, text in (("--gpus", int, "GPUs per job (default 0)"), ("--cpus", int, "CPUs per task (default 1)"),
+                             ("--tasks", int, "ranks per job, under torch.distributed (default 1)"),
+                             ("--time-min", int, "time limit of a job in minutes (default 1440)"),
+                             ("--partition", str, "SLURM partition"),
+                             ("--launch-config", str, "TOML file of these job options (the flags win)")):
+        run_p.add_argument(flag, type=kind, default=None, help=f"with --launcher local/slurm: {text}")
     run_p.add_argument("--checkpoint-every", default=None, metavar="EVERY",
                        help="checkpoint every 60s, 5m or 500steps (sets $HACN_CHECKPOINT_EVERY; "
                             "default: every epoch or 60 s, whichever comes first)")
@@ -361,6 +398,9 @@ def _command(args: argparse.Namespace) -> int:
         store = ResultsStore(args.results) if args.results else default_store(profile)
         if store.root.exists() and not store.root.is_dir():
             raise UsageError(f"--results {store.root} is a file, not a results folder")
+        if args.launcher != "inline" or args.launch_config or any(
+                getattr(args, k) is not None for k in ("gpus", "cpus", "tasks", "time_min", "partition")):
+            return _launch(experiment, profile, store, where, args)
         rank0 = launched_world()[1] == 0  # under torchrun every rank returns rank 0's results: print them once
         if store.root == SMOKE_STORE and rank0:
             print(f"smoke profile: results go to {store.root} (a temporary folder, never results/; "
@@ -387,8 +427,11 @@ def _command(args: argparse.Namespace) -> int:
                              f"{', '.join(experiment.configs)}")
         _check_threads(args.threads)
         store = _store(args.results, profile)
+        from hacn_core.engine.launch import job_lines
+
         print(f"{experiment.id} ({profile}) in {store.root}:")
-        print("\n".join(progress_lines(study_progress(experiment, profile, store, args.threads))))
+        progress = study_progress(experiment, profile, store, args.threads)
+        print("\n".join(progress_lines(progress) + job_lines(store, experiment.id, [p.config_hash for p in progress])))
         return 0
     if args.command == "ledger":
         from hacn_core.ledger import format_ledger, ledger_csv, ledger_json

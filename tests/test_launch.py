@@ -1,0 +1,146 @@
+"""The launcher over submitit (``hacn_core.engine.launch``, ``run --launcher {inline,local,slurm}``).
+
+The toy run of ``tests/_interrupt_cli.py`` (512 steps of a small MLP with dropout through ``fit``) is
+submitted as jobs: with submitit's ``LocalExecutor`` (processes of this machine) it trains and stores its
+result, and a job killed with SIGKILL mid-run resumes, when the command runs again, from its checkpoint
+to the same result as an uninterrupted job; a SLURM submission is checked against submitit's own test
+double of ``sbatch`` / ``sacct`` (``submitit.slurm.test_slurm.mocked_slurm``), the job executed in this
+process as the cluster would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import signal
+import time
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+import _interrupt_cli  # tests/_interrupt_cli.py: the toy experiment
+from hacn_core.__main__ import main
+from hacn_core.engine import launch as L
+from hacn_core.engine.results import ResultsStore
+
+TOY = _interrupt_cli.EXPERIMENT
+
+
+@pytest.fixture(autouse=True)
+def toy_by_value():
+    """The job's process cannot import tests/: the toy's functions travel inside the pickled job."""
+    cloudpickle.register_pickle_by_value(_interrupt_cli)
+    yield
+    cloudpickle.unregister_pickle_by_value(_interrupt_cli)
+
+
+def _stored(store: ResultsStore):
+    (path,) = list((store.root / TOY.id).glob("*.json"))
+    return store.read(path)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (a local job: submitit's controller starts the task that trains)."""
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _wait(condition, what: str, timeout: float = 300.0) -> None:
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_local_jobs_train_and_a_killed_job_resumes_to_the_same_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("HACN_CHECKPOINT_EVERY", "40steps")
+    straight = ResultsStore(tmp_path / "straight")
+    (job,) = L.launch(TOY, "smoke", launcher="local", store=straight)
+    assert job.result()["config_hash"] == _stored(straight).config_hash
+    assert L.launch(TOY, "smoke", launcher="local", store=straight) == []  # stored: nothing to submit
+    record = L.read_jobs(straight, TOY.id)[_stored(straight).config_hash]
+    assert record["job_id"] == str(job.job_id) and L.job_state(record) == "COMPLETED"
+
+    killed = ResultsStore(tmp_path / "killed")
+    marker = tmp_path / "held"
+    monkeypatch.setenv(_interrupt_cli.HOLD_ENV, f"100:{marker}")  # after step 100: slow steps, a window to kill
+    (first,) = L.launch(TOY, "smoke", launcher="local", store=killed)
+    _wait(marker.exists, "the job to reach step 100")
+    checkpoints = killed.root / ".checkpoints" / TOY.id
+    _wait(lambda: any(checkpoints.rglob("*.pt")), "a checkpoint")
+    for task in _children(first._process.pid):  # the run itself: no handler runs, the periodic checkpoint is left
+        os.kill(task, signal.SIGKILL)
+    first._process.wait()  # submitit's controller of the job reaps it and ends
+    (digest, record), = L.read_jobs(killed, TOY.id).items()
+    assert L.job_state(record) == "ENDED"
+    assert f"local job {first.job_id}: ENDED" in "\n".join(L.job_lines(killed, TOY.id))
+    (second,) = L.launch(TOY, "smoke", launcher="local", store=killed)  # resumes from the checkpoint
+    assert second.result()["config_hash"] == digest
+    resumed, reference = _stored(killed), _stored(straight)
+    assert resumed.metrics == reference.metrics and resumed.curves == reference.curves
+    assert resumed.provenance["segments"] == 2 and reference.provenance["segments"] == 1
+
+
+def test_slurm_job_array_against_submitits_mocked_sbatch(tmp_path):
+    """Two runs missing: one sbatch of a two-task job array with the options' resources; the first task,
+    executed here as the cluster would, stores its run."""
+    from submitit.core import submission
+    from submitit.slurm.test_slurm import mocked_slurm
+
+    two = dataclasses.replace(TOY, configs={"smoke": lambda: [dict(_interrupt_cli.CONFIG),
+                                                              dict(_interrupt_cli.CONFIG, seed=4)]})
+    store = ResultsStore(tmp_path / "store")
+    options = L.LaunchOptions(gpus=1, cpus=4, time_min=90, partition="gpu", signal_delay_s=60)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM, signal.SIGINT, signal.SIGCONT)}
+    platform.processor()  # cached now: the mock answers only sbatch / sacct / scancel, not the `uname -p` it runs
+    try:
+        with mocked_slurm() as mock:
+            jobs = L.launch(two, "smoke", launcher="slurm", store=store, options=options)
+            assert [j.job_id for j in jobs] == ["12_0", "12_1"]
+            sbatch = jobs[0].paths.submission_file.read_text()
+            for line in ("#SBATCH --array=0-1%2", "#SBATCH --partition=gpu", "#SBATCH --gpus-per-node=1",
+                         "#SBATCH --cpus-per-task=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --time=90",
+                         "#SBATCH --signal=USR2@60", f"#SBATCH --job-name={TOY.id}"):
+                assert line in sbatch, line
+            lines = "\n".join(L.job_lines(store, TOY.id))
+            assert "slurm job 12_0: RUNNING" in lines and "slurm job 12_1: RUNNING" in lines
+            with mock.job_context(jobs[0].job_id):  # the cluster runs the first task: here, in this process
+                submission.process_job(jobs[0].paths.folder)
+            (stored,) = list((store.root / TOY.id).glob("*.json"))
+            assert jobs[0].result()["config_hash"] == store.read(stored).config_hash
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    delayed = L.RunJob(TOY, "smoke", TOY.runs("smoke")[0], str(store.root), None).checkpoint()
+    assert isinstance(delayed.function, L.RunJob)  # on a time limit or preemption: the same job, requeued
+
+
+def test_launch_options_from_a_file_and_the_flags(tmp_path):
+    path = tmp_path / "launch.toml"
+    path.write_text('gpus = 8\npartition = "gpu"\ntime_min = 600\n')
+    assert L.LaunchOptions.load(path, gpus=2, cpus=None) == L.LaunchOptions(gpus=2, partition="gpu", time_min=600)
+    path.write_text("gpu = 8\n")
+    with pytest.raises(L.LaunchError, match="unknown keys gpu; allowed: array_parallelism, cpus, gpus"):
+        L.LaunchOptions.load(path)
+    with pytest.raises(L.LaunchError, match="cpus=0: allowed an integer >= 1"):
+        L.LaunchOptions(cpus=0)
+
+
+def test_local_jobs_get_gpus_of_their_own():
+    """Eight one-GPU jobs on an 8-GPU node: one GPU each; two-GPU jobs: consecutive pairs, round robin."""
+    assert [L.local_gpus(k, 1, 8) for k in range(9)] == [(k % 8,) for k in range(9)]
+    assert [L.local_gpus(k, 2, 4) for k in range(3)] == [(0, 1), (2, 3), (0, 1)]
+    with pytest.raises(L.LaunchError, match="gpus=2: this machine has 1 GPU$"):
+        L.local_gpus(0, 2, 1)
+
+
+def test_bad_launcher_values_are_one_line_errors(capsys, tmp_path):
+    for args, expected in ((["--launcher", "sge"], "--launcher 'sge' is unknown; allowed: inline, local, slurm"),
+                           (["--gpus", "2"], "go with --launcher local or slurm"),
+                           (["--launcher", "local", "--cpus", "0"], "cpus=0: allowed an integer >= 1")):
+        assert main(["run", "awnn-tabular-fixed", "--profile", "smoke", "--results", str(tmp_path), *args]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and expected in err, err
+    assert not list(Path(tmp_path).iterdir())
