@@ -1,7 +1,8 @@
 # hacn-book task runner. The two commands of the README:
 #   make book   build the Jupyter Book into _build/html (renders stored results)
 #   make test   unit tests + every notebook under nbval (smoke profile) + a book build
-#               (a book build ends with tools/check_pages.py: a page a reader should not see fails it)
+#               (a book build ends with tools/check_pages.py and tools/check_layout.py: a page a reader
+#               should not see, or a table or figure wider than its column at 1400 px, fails it)
 # Both set up the project-local virtual environment (.venv) first; that step is
 # skipped when the pinned requirements have not changed.
 SHELL := /bin/bash
@@ -43,6 +44,9 @@ book-build:
 	@# read every page as a reader would: no NaN, Unnamed or index column, cut-off cell, raw TeX
 	@# outside math, image without alt text (tools/check_pages.py lists page, rule and snippet)
 	@$(PY) tools/check_pages.py _build/html || { echo "book: built, but pages above fail the reader's checks (open $(CURDIR)/_build/html/index.html)"; exit 1; }
+	@# open every page in headless Chromium at 1400 px: no table or figure wider than its column, no clipped
+	@# cell (tools/check_layout.py lists page, element and widths; without Debian's chromium it says so and passes)
+	@$(PY) tools/check_layout.py --if-browser _build/html || { echo "book: built, but tables or figures above do not fit their column (open $(CURDIR)/_build/html/index.html)"; exit 1; }
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
 # Tests run in parallel, one worker per core and one torch thread per worker (TEST_WORKERS=1 for

@@ -597,6 +597,7 @@ def format_ledger(store: ResultsStore | None = None) -> str:
 # ----------------------------------------------------------------------------- the ledger page
 
 
+# Class names stay clear of the theme's Bootstrap (``row``, ``col``, ``table``, ``summary`` lay out a page grid).
 _STYLE = """
 #hacn-ledger { font-size: 0.82rem; max-width: 100%; }
 #hacn-ledger .st { display: inline-block; padding: 0 0.4em; border-radius: 0.7em; color: #fff;
@@ -616,6 +617,7 @@ _STYLE = """
 #hacn-ledger .controls input { min-width: 12em; flex: 1 1 12em; }
 #hacn-ledger .controls select { max-width: 13em; }
 #hacn-ledger table.summary { table-layout: auto; }
+#hacn-ledger table.summary th { white-space: nowrap; }
 #hacn-ledger .filter { cursor: pointer; text-decoration: underline dotted; }
 """
 
@@ -626,7 +628,7 @@ _SCRIPT = """
   var q = root.querySelector("input.q"), paper = root.querySelector("select.paper"),
       status = root.querySelector("select.status"), analogue = root.querySelector("select.analogue"),
       shown = root.querySelector(".shown"), reset = root.querySelector("button.reset");
-  var rows = root.querySelectorAll("tr.row"), total = rows.length;
+  var rows = root.querySelectorAll("tr.item-row"), total = rows.length;
   function apply() {
     var text = q.value.toLowerCase(), n = 0;
     Array.prototype.forEach.call(rows, function (tr) {
@@ -638,11 +640,11 @@ _SCRIPT = """
     });
     Array.prototype.forEach.call(root.querySelectorAll("tr.grp"), function (g) {
       var any = false, next = g.nextElementSibling;
-      while (next && next.classList.contains("row")) { if (next.style.display !== "none") { any = true; } next = next.nextElementSibling; }
+      while (next && next.classList.contains("item-row")) { if (next.style.display !== "none") { any = true; } next = next.nextElementSibling; }
       g.style.display = any ? "" : "none";
     });
     Array.prototype.forEach.call(root.querySelectorAll("section.paper"), function (sec) {
-      sec.style.display = sec.querySelector("tr.row:not([style*='none'])") ? "" : "none";
+      sec.style.display = sec.querySelector("tr.item-row:not([style*='none'])") ? "" : "none";
     });
     shown.textContent = n + " of " + total + " items";
   }
@@ -749,7 +751,7 @@ def ledger_html(store: ResultsStore | None = None, rows: Sequence[LedgerRow] | N
                 analogue = (f"{esc(analogue_text(row)) if row.analogue and row.analogue.values else ''} "
                             f"{_badge(row.analogue_status)}" if row.analogue else "—")
                 out.append(
-                    f'<tr class="row" data-paper="{esc(item.paper)}" data-status="{esc(row.status)}" '
+                    f'<tr class="item-row" data-paper="{esc(item.paper)}" data-status="{esc(row.status)}" '
                     f'data-analogue="{esc(row.analogue_status)}">'
                     f"<td><details><summary>{esc(item.quantity)}</summary><div class=\"more\">{_details(row)}</div>"
                     f"</details></td>"

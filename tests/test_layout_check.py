@@ -101,6 +101,9 @@ def test_cli_lists_page_element_and_widths_and_sets_the_exit_status(book, tmp_pa
     assert empty.returncode == 2 and "no built pages" in empty.stderr and "Traceback" not in empty.stderr
     missing = subprocess.run([*cmd[:-1], "/nonexistent/chromium", str(book)], capture_output=True, text=True)
     assert missing.returncode == 2 and "no Chromium found" in missing.stderr and "Traceback" not in missing.stderr
+    skipped = subprocess.run([*cmd[:-1], "/nonexistent/chromium", "--if-browser", str(book)], capture_output=True,
+                             text=True)
+    assert skipped.returncode == 0 and "SKIPPED, no Chromium found" in skipped.stderr  # make book without one
 
 
 def test_house_tables_fit_the_books_column_and_would_not_without_the_house_layout(tmp_path):

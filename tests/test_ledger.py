@@ -336,7 +336,7 @@ def test_ledger_html_has_every_item_status_tolerance_and_script(tmp_path, toy_ex
         assert it.id in page
     for status in STATUSES:
         assert f'<option value="{status}">' in page
-    assert page.count('<tr class="row"') == len(PAPER_ITEMS)
+    assert page.count('<tr class="item-row"') == len(PAPER_ITEMS)
     assert page.count("<details>") == len(PAPER_ITEMS)  # every item's details one click away
     assert "<script>" in page and "addEventListener" in page and "http" not in page.split("<script>")[1]
     # ours with its unit, the interval and the tolerance at the unit's precision
