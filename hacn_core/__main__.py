@@ -6,6 +6,7 @@
     python -m hacn_core run gates-mnist --profile paper --where depth=50 --stacked
     torchrun --nproc_per_node 2 -m hacn_core run gates-mnist --profile book   # ranks train each run together
     python -m hacn_core run gates-cifar --profile paper --dry-run   # cost of a profile, trains nothing
+    python -m hacn_core run gates-cifar --profile paper --dry-run --data   # one step on the data root's files
     python -m hacn_core run hacn-vit --profile paper --launcher slurm --partition gpu --gpus 1   # a job per missing run
     python -m hacn_core run gates-mnist --profile book --checkpoint-every 5m     # or 500steps, 60s
     python -m hacn_core status hacn-mixer-long --profile book   # stored, training, paused runs
@@ -164,16 +165,26 @@ def _selection(experiment: Experiment, profile: str, pairs: Sequence[str]) -> di
 
 
 def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any], time_steps: int = 0,
-             json_path: str | None = None, compiled: bool = False) -> int:
-    """``run --dry-run [--time-steps N] [--json FILE]``: the report of :func:`hacn_core.engine.dry_run.dry_run`."""
+             json_path: str | None = None, compiled: bool = False, data: bool = False) -> int:
+    """``run --dry-run [--data] [--time-steps N] [--json FILE]``: the report of
+    :func:`hacn_core.engine.dry_run.dry_run`; with ``--data`` each step reads the data root through the
+    study's own loader (:mod:`hacn_core.paper_data`)."""
     from hacn_core.engine.dry_run import dry_run, format_report, report_record
     from hacn_core.engine.results import write_atomic
 
     if time_steps < 0:
         raise UsageError(f"--time-steps: {time_steps} is negative; allowed: 0 (time nothing) or a step count")
     started = time.monotonic()
+    reader = None
+    if data:
+        from hacn_core.paper_data import data_plan
+
+        try:
+            reader = data_plan(experiment.id) if experiment.plan is not None else None
+        except KeyError as err:
+            raise UsageError(err.args[0]) from err
     report = dry_run(experiment, profile, where=where, progress=lambda line: print(line, file=sys.stderr),
-                     time_steps=time_steps, compile=True if compiled else None)
+                     time_steps=time_steps, compile=True if compiled else None, data=reader)
     print(format_report(report))
     if json_path:
         record = report_record(report, wall_seconds=time.monotonic() - started)
@@ -290,6 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--compiled", action="store_true",
                        help="with --time-steps: time the steps under torch.compile (default: as the study trains)")
     run_p.add_argument("--json", default=None, metavar="FILE", help="with --dry-run: also write the report as JSON")
+    run_p.add_argument("--data", action="store_true",
+                       help="with --dry-run: take each step on a batch read from the data root ($HACN_DATA) through "
+                            "the study's own loader, in the published format, instead of synthetic tensors")
     run_p.add_argument("--launcher", default="inline", metavar="{inline,local,slurm}",
                        help="inline (default): train the missing runs here, one after the other; local / slurm: "
                             "submit each as a job through submitit, on this machine or a SLURM cluster "
@@ -386,9 +400,9 @@ def _command(args: argparse.Namespace) -> int:
             raise UsageError(err.args[0]) from err
         where = _selection(experiment, profile, args.where)
         if args.dry_run:
-            return _dry_run(experiment, profile, where, args.time_steps, args.json, args.compiled)
-        if args.time_steps or args.json or args.compiled:
-            raise UsageError("--time-steps, --compiled and --json go with --dry-run")
+            return _dry_run(experiment, profile, where, args.time_steps, args.json, args.compiled, args.data)
+        if args.time_steps or args.json or args.compiled or args.data:
+            raise UsageError("--time-steps, --compiled, --json and --data go with --dry-run")
         if not _use_checkpoint_every(args.checkpoint_every):
             return 2
         _check_threads(args.threads)

@@ -1,17 +1,25 @@
-"""The dry run of every paper profile (``hacn_core.engine.dry_run``, ``run --dry-run``).
+"""The dry run of every paper profile (``hacn_core.engine.dry_run``, ``run --dry-run --data``).
 
 One dry run of each experiment of the catalog at the paper profile, shared by the
-tests below (about 25 s on one CPU thread: configurations are grouped by model and
-input shape, and the big networks step at a reduced batch). The values are checked
-against what the studies build and against closed forms: parameter counts, the
-FLOPs of linear layers (forward 2, backward 4 per multiply-add), the optimizer
-steps of the paper's schedules.
+tests below: each group's step reads its batch from a data root of tiny files in the
+published formats (``tests/formats_fixtures.py``, written once for the module) through
+the study's own loader (``hacn_core.paper_data``), so that every paper profile goes from
+files on disk to an optimizer step. Configurations are grouped by model and input shape,
+and the big networks step at a reduced batch. The values are checked against what the
+studies build and against closed forms: parameter counts, the FLOPs of linear layers
+(forward 2, backward 4 per multiply-add), the optimizer steps of the paper's schedules,
+and the loss of the first step recomputed from the fixture's bytes.
+
+``-m paper_data_full`` (deselected by default: a user's check, not CI's) dry-runs every
+group of every experiment, the groups :data:`THINNED` leaves out included.
 """
 
 import dataclasses
 import math
+import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -20,6 +28,7 @@ from hacn_core import catalog
 from hacn_core.__main__ import main
 from hacn_core.awnn import fast_cpp
 from hacn_core.awnn.studies import adaptive
+from hacn_core.awnn.studies import images as adaptive_images
 from hacn_core.engine.dry_run import (
     DryRunPlan,
     classification_batch,
@@ -33,6 +42,9 @@ from hacn_core.engine.training import Callback, TrainConfig
 from hacn_core.gates.studies import cifar, mnist
 from hacn_core.hacn.studies import mixer
 from hacn_core.models.fc import mnist_fc
+from hacn_core.paper_data import DATA_PLANS, data_plan
+
+import formats_fixtures  # tests/formats_fixtures.py
 
 BUDGET = 1e9  # FLOPs per CPU step before the batch is reduced: keeps the whole module near 30 s
 NO_MODEL = {"exact-checks", "awnn-step-cost", "awnn-step-cells", "awnn-step-cells-fast", "awnn-step-phases",
@@ -54,18 +66,47 @@ THINNED = {"hacn-decoder": {"rule": "hacn"}, "hacn-vit": {"rule": "hacn"}, "widt
            "gates-cifar": {"dataset": "CIFAR10"}}
 
 
+#: AWNN's image study splits exactly the published 60,000 / 50,000 training images (Table 2's outer split);
+#: the fixture's are split in about the same proportions
+FIXTURE_OUTER_SPLIT = {"MNIST": (32, 8), "CIFAR10": (32, 8), "CIFAR100": (80, 20)}
+
+
 @pytest.fixture(scope="module")
-def reports():
-    """Every experiment's dry run at the paper profile (AWNN's Python node: nothing to compile)."""
+def fixture_root(tmp_path_factory):
+    """A data root of tiny files in every published format, as ``$HACN_DATA`` (no download), with
+    torchvision's MD5 check of CIFAR's published files off and AWNN's outer split at the fixture's size."""
+    root = formats_fixtures.write_all(tmp_path_factory.mktemp("paper-data"))
+    with pytest.MonkeyPatch.context() as patch, formats_fixtures.cifar_md5_check_off():
+        patch.setenv("HACN_DATA", str(root))
+        patch.setenv("HACN_DOWNLOAD", "0")
+        patch.setattr(adaptive_images, "OUTER_SPLIT", FIXTURE_OUTER_SPLIT)
+        yield root
+
+
+def _dry_runs(where_of) -> dict:
+    """Every experiment's dry run at the paper profile on the data root's files (AWNN's Python node: nothing
+    to compile); ``where_of(experiment_id)`` selects its configurations."""
     store = ResultsStore()
     before = sorted(store.root.rglob("*")) if store.root.exists() else []
     rng = torch.get_rng_state()
     with fast_cpp.use_backend("python"):
-        out = {e.id: dry_run(e, "paper", where=THINNED.get(e.id), flop_budget=BUDGET)
+        out = {e.id: dry_run(e, "paper", where=where_of(e.id), flop_budget=BUDGET,
+                             data=data_plan(e.id) if e.plan is not None else None)
                for e in catalog.registry().values() if "paper" in e.configs}
     assert torch.equal(torch.get_rng_state(), rng)  # the caller's random state is restored
     assert (sorted(store.root.rglob("*")) if store.root.exists() else []) == before  # nothing stored
     return out
+
+
+@pytest.fixture(scope="module")
+def reports(fixture_root):
+    return _dry_runs(THINNED.get)
+
+
+@pytest.mark.paper_data_full
+def test_every_group_of_every_paper_profile_steps_on_the_fixture_files(fixture_root):
+    for experiment_id, report in _dry_runs(lambda _: None).items():
+        assert all(math.isfinite(g.step.loss) and g.source for g in report.groups), experiment_id
 
 
 def _linear_step_flops(model: nn.Module, batch: int) -> int:
@@ -240,6 +281,90 @@ def test_awnn_step_includes_the_elbo_and_the_width_update():
     assert step.loss == pytest.approx(float(elbo.detach()), rel=1e-6) and step.loss > 100
     assert not torch.equal(spy.rates, spy.start_rates)
     assert spy.widths == spy.target
+
+
+#: experiments whose data is generated or not read: their data line says so instead of naming files
+NO_FILES = {"awnn-tabular-fixed", "awnn-tabular-adaptive", "awnn-kaiming-plus", "awnn-compress", "awnn-ablations",
+            "awnn-fixed-plus", "hacn-mixer-cost"}
+
+
+def test_every_paper_profile_steps_on_files_read_from_the_data_root(reports, fixture_root):
+    """Every experiment that trains a model has a data plan, and each group's step read its batch from the
+    fixture files through the study's loader (the report's data line names them), in the shape the synthetic
+    plan gives the model (fixed-shape inputs: images, token windows)."""
+    with_plan = {e.id for e in catalog.registry().values() if "paper" in e.configs and e.plan is not None}
+    assert with_plan <= set(DATA_PLANS)
+    for experiment_id in with_plan:
+        for g in reports[experiment_id].groups:
+            if experiment_id in NO_FILES or g.key.get("dataset") == "SpiralHard":
+                assert "no files" in g.source or "reads no data" in g.source, (experiment_id, g.source)
+            else:
+                assert str(fixture_root) in g.source or "token files" in g.source, (experiment_id, g.source)
+        assert f"data: {reports[experiment_id].groups[0].source}" in format_report(reports[experiment_id])
+    decoder = reports["hacn-decoder"].groups[0].source
+    assert "hellaswag 3 items, piqa 3 items, arc_easy 3 items" in decoder  # the zero-shot files, read before training
+    for experiment_id, config in (("hacn-vit", {"rule": "hacn"}), ("hacn-decoder", {"rule": "hacn"}),
+                                  ("gates-cifar", {"dataset": "CIFAR10"}), ("hacn-mixer", None)):
+        experiment = catalog.get(experiment_id)
+        first = next(c for c in experiment.runs("paper") if matches(c, config))
+        plan = experiment.plan(first)
+        real = data_plan(experiment_id)(first, plan)
+        assert real.batch(3)[0].shape == plan.batch(3)[0].shape, experiment_id
+
+
+def test_the_mnist_step_trains_on_the_fixture_bytes(fixture_root):
+    """gates-mnist's step on the data root: its loss is the cross-entropy of the freshly built network on
+    the first 128 training images of the IDX file (its 40 images repeated), read here with numpy."""
+    raw = fixture_root / "MNIST" / "raw"
+    pixels = np.frombuffer((raw / "train-images-idx3-ubyte").read_bytes()[16:], np.uint8).reshape(-1, 784)
+    labels = np.frombuffer((raw / "train-labels-idx1-ubyte").read_bytes()[8:], np.uint8)
+    idx = np.arange(128) % len(labels)
+    x, y = torch.tensor(pixels[idx], dtype=torch.float32) / 255.0, torch.tensor(labels[idx], dtype=torch.long)
+    config = mnist.make_config("gated_resnet", 50, 0)
+    real = data_plan("gates-mnist")(config, mnist.dry_run_plan(config))
+    step = training_step(real, 128)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        expected = nn.functional.cross_entropy(real.model()(x), y)
+    assert step.loss == pytest.approx(float(expected), rel=1e-6)
+    synthetic = training_step(mnist.dry_run_plan(config), 128)
+    assert synthetic.flops == step.flops and synthetic.loss != step.loss
+
+
+def test_pg19_books_become_token_files_a_decoder_steps_on(fixture_root):
+    """PG-19's books (one plain-text file each) go through ``tokenize_documents`` into flat uint16 token files,
+    every book followed by GPT-2's end-of-text id, and the decoder's window sampler feeds a step on them (a
+    width-reduced twin of Table 4's decoder: the same code path, a 2-layer d-64 model)."""
+    from hacn_core.hacn.studies import decoder
+    from hacn_core.hacn.text import read_tokens
+
+    pg19 = fixture_root / "pg19"
+    formats_fixtures.tokenize_corpus(fixture_root, pg19 / "train", pg19 / "validation", "pg19")
+    tokens = read_tokens(fixture_root / "pg19" / "train.bin")
+    assert tokens.dtype == np.uint16 and int((tokens == formats_fixtures.GPT2_EOT_ID).sum()) == 3  # three books
+    config = decoder.make_config("hacn", 0, profile="paper", dim=64, num_layers=2, num_heads=2, mlp_dim=256)
+    windows = decoder.TokenWindows(tokens, config["block_size"], 1 << 20, seed=0)
+    plan = dataclasses.replace(decoder.dry_run_plan(config), batch=lambda b: windows.__getitems__(list(range(b))))
+    step = training_step(plan, 2)
+    assert math.isfinite(step.loss) and step.loss == pytest.approx(math.log(config["vocab_size"]), rel=0.1)
+
+
+def test_command_line_dry_run_on_data(capsys, fixture_root, tmp_path):
+    assert main(["run", "gates-mnist", "--profile", "paper", "--dry-run", "--data", "--where", "depth=50",
+                 "kind=gated_resnet", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"data: MNIST from {fixture_root / 'MNIST' / 'raw'} (flattened, in [0, 1]); 40 training examples" in out
+    assert "through the study's own loader" in out and not list(tmp_path.iterdir())
+    assert main(["run", "gates-mnist", "--profile", "paper", "--data", "--where", "depth=50"]) == 2
+    assert "--data go with --dry-run" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    os.environ["HACN_DATA"] = str(empty)  # restored by fixture_root's MonkeyPatch at the module's end
+    try:
+        assert main(["run", "hacn-vit", "--profile", "paper", "--dry-run", "--data", "--where", "rule=hacn"]) == 2
+        assert "ImageNet-1k not found" in capsys.readouterr().err
+    finally:
+        os.environ["HACN_DATA"] = str(fixture_root)
 
 
 def test_command_line_dry_run(capsys, tmp_path):

@@ -28,6 +28,11 @@ and says what the whole profile costs:
   Both rates are assumptions (:data:`H100_ASSUMED`), not measurements; data
   loading and evaluation are not included.
 
+With ``data`` (``run --dry-run --data``), each group's step is taken on a batch read from the
+data root (``$HACN_DATA``) through the study's own loader, in the published file format, instead
+of synthetic tensors (:mod:`hacn_core.paper_data` says, per experiment, which loader and which
+preprocessing): the FLOPs are then counted on that batch, and the report names the files read.
+
 Nothing is written to the results store and the caller's random state is
 restored. A study opts in with ``Experiment.plan``: ``plan(config)`` returns a
 :class:`DryRunPlan` (or one per model, when a configuration trains several)
@@ -120,9 +125,11 @@ class DryRunPlan:
     epoch. ``loss(model)`` returns the training loss (default: mean cross-entropy);
     ``callbacks(loss)`` the study's callbacks whose ``on_train_begin`` and
     ``on_step_end`` run around the step (AWNN's width update). ``note``: a line
-    printed with the group (e.g. what the parameter count means). ``timing_batch``: the batch a step
-    timed on a device runs at, when the planned batch folds several micro-batches of gradient
-    accumulation into one (:func:`time_on_device`; device-hours scale by the batch ratio).
+    printed with the group (e.g. what the parameter count means). ``forward``: the trainer's forward
+    hook, when the study trains with one. ``source``: the files ``batch`` reads (empty: synthetic).
+    ``timing_batch``: the batch a step timed on a device runs at, when the planned batch folds several
+    micro-batches of gradient accumulation into one (:func:`time_on_device`; device-hours scale by the
+    batch ratio).
     """
 
     key: Mapping[str, Any]
@@ -134,6 +141,10 @@ class DryRunPlan:
     callbacks: Callable[[LossFn], Sequence[Callback]] | None = None
     note: str = ""
     timing_batch: int | None = None  # the batch a timed step runs at (default train.batch_size)
+    #: the trainer's ``forward(model, (x, y)) -> (output, target)`` hook (augmentation, a graph batch); default
+    #: ``model(x), y``
+    forward: Callable[[nn.Module, tuple[Any, Any]], tuple[Tensor, Tensor]] | None = None
+    source: str = ""  # where ``batch`` reads its examples from (a data plan of ``dry_run(..., data=...)``)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -186,6 +197,7 @@ class GroupResult:
     device: str  # TrainConfig.device of the study's runs
     note: str = ""
     measured: DeviceMeasure | None = None  # steps timed on a device (``dry_run(..., time_steps=N)``)
+    source: str = ""  # the data the step read (``dry_run(..., data=...)``); empty: synthetic
 
     @property
     def configs(self) -> int:
@@ -287,8 +299,22 @@ def affordable_batch(model: nn.Module, plan: DryRunPlan, flop_budget: float = DE
     """
     paper = plan.train.batch_size
     smallest = min(paper, 2 if any(isinstance(m, nn.BatchNorm1d) for m in model.modules()) else 1)
-    per_sample = 3 * max(forward_flops(model, plan.batch(smallest)[0]), 1) / smallest
+    x, y = plan.batch(smallest)
+    counted = model if plan.forward is None else _Hooked(model, plan.forward, y)
+    per_sample = 3 * max(forward_flops(counted, x), 1) / smallest
     return min(paper, max(smallest, int(flop_budget // per_sample)))
+
+
+class _Hooked(nn.Module):
+    """``model`` called through the trainer's forward hook, as a module of ``x`` alone (for counting FLOPs)."""
+
+    def __init__(self, model: nn.Module, hook: Callable[[nn.Module, tuple[Any, Any]], tuple[Tensor, Tensor]],
+                 y: Any) -> None:
+        super().__init__()
+        self.model, self.hook, self.y = model, hook, y
+
+    def forward(self, x: Any) -> Tensor:
+        return self.hook(self.model, (x, self.y))[0]  # on meta, a hook that mixes targets fails: counted for real
 
 
 def forward_flops(model: nn.Module, x: Tensor) -> int:
@@ -301,6 +327,10 @@ def forward_flops(model: nn.Module, x: Tensor) -> int:
     values (``.item()``, a data-dependent shape, a plain tensor attribute) is counted by running it
     for real instead.
     """
+    if not isinstance(x, Tensor):  # a graph batch: count it for real
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(x)
+        return counter.get_total_flops()
     swapped: list[tuple[dict[str, Any], str, Any]] = []
     try:
         for module in model.modules():
@@ -313,7 +343,7 @@ def forward_flops(model: nn.Module, x: Tensor) -> int:
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
             model(x.to("meta"))
         return counter.get_total_flops()
-    except (NotImplementedError, RuntimeError, ValueError):
+    except (NotImplementedError, RuntimeError, ValueError, TypeError):
         pass
     finally:
         for table, name, tensor in swapped:
@@ -358,15 +388,17 @@ def _prepare(plan: DryRunPlan, device: torch.device, batch_size: int | None, flo
 
 def _train_step(forward: Callable[[Tensor], Tensor], loss_fn: LossFn, optimizer: torch.optim.Optimizer,
                 callbacks: Sequence[Callback], state: TrainState, x: Tensor, y: Tensor,
-                autocast: torch.dtype | None = None, counters: Sequence[Any] = ()) -> Tensor:
+                autocast: torch.dtype | None = None, counters: Sequence[Any] = (),
+                hook: Callable[[Any, tuple[Any, Any]], tuple[Tensor, Tensor]] | None = None) -> Tensor:
     """One step as the trainer takes it: forward and loss (under ``autocast``), backward, gradient clipping
     (``TrainConfig.grad_clip``), optimizer step, ``on_step_end``. ``counters`` (context managers) wrap
-    forward and backward."""
+    forward and backward; ``hook``: the trainer's ``forward(model, (x, y)) -> (output, target)``."""
     with contextlib.ExitStack() as stack:
         for counter in counters:
             stack.enter_context(counter)
         with torch.autocast(x.device.type, dtype=autocast) if autocast else contextlib.nullcontext():
-            loss = loss_fn(forward(x), y)
+            out, target = hook(forward, (x, y)) if hook is not None else (forward(x), y)
+            loss = loss_fn(out, target)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
     if state.config.grad_clip is not None:
@@ -384,7 +416,7 @@ def _step(plan: DryRunPlan, batch_size: int | None, flop_budget: float) -> StepM
         plan, torch.device("cpu"), batch_size, flop_budget)
     started = time.perf_counter()
     flops, ops = FlopCounterMode(display=False), OpCounter()
-    loss = _train_step(model, loss_fn, optimizer, callbacks, state, x, y, counters=(flops, ops))
+    loss = _train_step(model, loss_fn, optimizer, callbacks, state, x, y, counters=(flops, ops), hook=plan.forward)
     seconds = time.perf_counter() - started
     if not torch.isfinite(loss).all():
         raise FloatingPointError(f"the dry-run step's loss is {loss.item()} (model {type(model).__name__})")
@@ -446,7 +478,7 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
         autocast = autocast_dtype(run_precision(plan.train.precision), device)
         forward = torch.compile(model) if compile else model
         started = time.perf_counter()
-        losses = [float(_train_step(forward, loss_fn, optimizer, callbacks, state, x, y, autocast))
+        losses = [float(_train_step(forward, loss_fn, optimizer, callbacks, state, x, y, autocast, hook=plan.forward))
                   for _ in range(warmup)]
         _sync(device)
         warmup_seconds = time.perf_counter() - started
@@ -456,7 +488,7 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
         for _ in range(steps):
             _sync(device)
             started = time.perf_counter()
-            loss = _train_step(forward, loss_fn, optimizer, callbacks, state, x, y, autocast)
+            loss = _train_step(forward, loss_fn, optimizer, callbacks, state, x, y, autocast, hook=plan.forward)
             _sync(device)
             times.append(time.perf_counter() - started)
         losses.append(float(loss))
@@ -470,13 +502,16 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
 def dry_run(experiment: Experiment, profile: str = "paper", *, where: Mapping[str, Any] | None = None,
             flop_budget: float = DEFAULT_FLOP_BUDGET, throughput: Throughput = H100_ASSUMED,
             progress: Callable[[str], None] | None = None, time_steps: int = 0,
-            device: str = "auto", compile: bool | None = None) -> DryRunReport:
+            device: str = "auto", compile: bool | None = None,
+            data: Callable[[dict[str, Any], DryRunPlan], DryRunPlan] | None = None) -> DryRunReport:
     """Dry-run the configurations of ``experiment`` at ``profile`` (matching ``where``); see the module docstring.
 
     ``progress(line)`` is told about each group as it runs. With ``time_steps > 0`` each group also
     trains that many timed steps at the paper's batch on ``device`` (:func:`time_on_device`; ``auto``:
     the GPU when there is one; compiled when ``compile``, default the study's ``TrainConfig.compile``),
     and the report gives device-hours at the measured pace beside the assumed ones.
+    ``data(config, plan)``: the plan whose ``batch`` reads real examples (``hacn_core.paper_data.data_plan``);
+    each group's step (and timing) then runs on it.
     """
     from hacn_core.engine.registry import check_where, where_context
 
@@ -486,23 +521,27 @@ def dry_run(experiment: Experiment, profile: str = "paper", *, where: Mapping[st
                             skipped=f"{experiment.id} trains no model (it measures or computes: "
                                     f"{experiment.title}); nothing to dry-run")
     groups: dict[tuple, list[DryRunPlan]] = {}
+    first_config: dict[tuple, dict[str, Any]] = {}
     for config in configs:
         for plan in _plans(experiment, config):
             groups.setdefault(_key(plan), []).append(plan)
+            first_config.setdefault(_key(plan), config)
     results = []
-    for i, plans in enumerate(groups.values(), start=1):
+    for i, (key, plans) in enumerate(groups.items(), start=1):
         first = plans[0]
         if progress is not None:
             progress(f"[{i}/{len(groups)}] {_describe(first.key)} ({len(plans)} configurations)")
-        step = training_step(first, flop_budget=flop_budget)
+        stepped = first if data is None else data(first_config[key], first)
+        step = training_step(stepped, flop_budget=flop_budget)
         counts: dict[tuple[int, int, int, int], int] = {}
         for p in plans:
             sched = (p.train.batch_size, p.n_train, p.train.epochs, p.steps_per_epoch)
             counts[sched] = counts.get(sched, 0) + 1
         schedules = tuple(Schedule(*s, configs=n) for s, n in counts.items())
-        measured = time_on_device(first, device, steps=time_steps, compile=compile) if time_steps > 0 else None
+        measured = time_on_device(stepped, device, steps=time_steps, compile=compile) if time_steps > 0 else None
         results.append(GroupResult(dict(first.key), tuple(first.batch(1)[0].shape[1:]), step,
-                                   first.train.batch_size, schedules, first.train.device, first.note, measured))
+                                   first.train.batch_size, schedules, first.train.device, first.note, measured,
+                                   stepped.source))
     return DryRunReport(experiment.id, profile, len(configs), tuple(results), throughput, flop_budget)
 
 
@@ -524,8 +563,10 @@ def format_report(report: DryRunReport) -> str:
     lines = [
         f"Dry run of {report.experiment} at the {report.profile} profile: {report.configs} configurations in "
         f"{len(report.groups)} groups (configurations that build the same model on the same input shape).",
-        "Per group: the study's own model takes one training step on the CPU on synthetic data of the right shape "
-        "(forward, loss, backward, optimizer step, the study's after-step work); nothing is stored.",
+        "Per group: the study's own model takes one training step on the CPU on "
+        + ("a batch read from the data root through the study's own loader (each group's data line)"
+           if any(g.source for g in report.groups) else "synthetic data of the right shape")
+        + " (forward, loss, backward, optimizer step, the study's after-step work); nothing is stored.",
         "FLOPs: counted by torch.utils.flop_counter.FlopCounterMode (matrix products and convolutions) at the batch "
         "the step ran at and scaled linearly to the paper's batch; the batch is reduced when the paper's would take "
         f"more than {report.flop_budget / 1e9:.3g} GFLOP (a few seconds on a CPU).",
@@ -547,6 +588,8 @@ def format_report(report: DryRunReport) -> str:
         else:
             ran = f"step ran at the paper's batch of {step.batch_size}"
         lines.append(f"    {ran}; loss {step.loss:.4g}, {step.seconds:.2f} s, {step.ops:,} ATen operators")
+        if g.source:
+            lines.append(f"    data: {g.source}")
         scale = f" (counted at batch {step.batch_size}, x{g.paper_batch / step.batch_size:.4g})" if g.reduced else ""
         lines.append(f"    FLOPs per training step at the paper's batch of {g.paper_batch}: "
                      f"{g.flops_per_step():.4g}{scale}")
@@ -602,6 +645,7 @@ def report_record(report: DryRunReport, wall_seconds: float | None = None) -> di
             "key": {k: repr(v) if not isinstance(v, (int, float, str, bool, type(None))) else v
                     for k, v in g.key.items()},
             "input_shape": list(g.input_shape), "parameters": g.parameters, "paper_batch": g.paper_batch,
+            "data": g.source or "synthetic",
             "flops_per_step": g.flops_per_step(), "cpu_step": asdict(g.step),
             "schedules": [asdict(s) | {"optimizer_steps": s.optimizer_steps} for s in g.schedules],
             "assumed_gpu_hours": g.gpu_hours(report.throughput),
