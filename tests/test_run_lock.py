@@ -164,3 +164,29 @@ def test_the_command_exits_75_when_another_process_holds_a_run(tmp_path, monkeyp
     out, err = capsys.readouterr()
     assert err.startswith("skipped: exp-held (config hash") and len(out.splitlines()) == 1  # the other one stored
     assert main(command) == 0  # the lock is gone: trained now, every run stored
+
+
+def test_another_hosts_lock_holds_while_its_lease_lasts_and_the_owner_renews_it(tmp_path, monkeypatch):
+    """Another host's processes cannot be seen: its lock is held while touched within its lease (15 min)."""
+    from hacn_core.engine import processes
+
+    lock = tmp_path / LOCK_NAME
+    record = {"host": "elsewhere", "pid": 42, "since": "2026-01-01T00:00:00+00:00", "lease_s": 900.0}
+    lock.write_text(json.dumps(record))
+    with pytest.raises(RunInProgressError, match="pid 42 on elsewhere"):  # touched just now
+        with run_lock(tmp_path, "run A"):
+            pass
+    os.utime(lock, (time.time() - 3600, time.time() - 3600))  # an hour without a heartbeat: that host is gone
+    with run_lock(tmp_path, "run A"):
+        pass
+    lock.write_text(json.dumps({k: v for k, v in record.items() if k != "lease_s"}))  # written before leases
+    os.utime(lock, (time.time() - 3600, time.time() - 3600))
+    with pytest.raises(RunInProgressError):
+        with run_lock(tmp_path, "run A"):
+            pass
+    lock.unlink()
+    monkeypatch.setattr(processes, "LOCK_HEARTBEAT_S", 0.05)
+    with run_lock(tmp_path, "run A") as held:
+        os.utime(held, (time.time() - 3600, time.time() - 3600))
+        time.sleep(0.5)
+        assert time.time() - held.stat().st_mtime < 5  # renewed by the owner's heartbeat

@@ -2,7 +2,9 @@
 
 A run's lock (:func:`hacn_core.engine.results.run_lock`) names its owner by host, pid and
 the process's start time (:func:`process_start_time`), so that a pid reused after a
-restart is not taken for the owner (:func:`lock_holder_alive`). A file written
+restart is not taken for the owner (:func:`lock_holder_alive`). Another host's processes
+cannot be seen from here: its lock holds a lease that the owner renews by touching the
+file (:func:`heartbeat`), and an untouched lock is stale once the lease has run out. A file written
 atomically goes through a temporary file named after its writer (:func:`temporary_name`);
 one a killed writer left is removed by the next write (:func:`remove_stale_temporaries`).
 Also the small text helpers of the store's one-line messages.
@@ -16,7 +18,9 @@ import json
 import os
 import platform
 import re
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +74,17 @@ def process_start_time(pid: int) -> float | None:
         return None
 
 
+LOCK_HEARTBEAT_S = 60.0  # how often an owner touches its lock while it trains
+LOCK_LEASE_S = 900.0  # another host's lock untouched for this long is stale (that host died, or lost the store)
+
+
 def lock_owner(lock: Path) -> dict[str, Any] | None:
-    """The lock's record (``host``, ``pid``, ``since``, ``started``), or None when it cannot be read
-    (a writer died mid-write)."""
+    """The lock's record (``host``, ``pid``, ``since``, ``started``, ``lease_s``) and when it was last
+    touched (``touched``: its modification time), or None when it cannot be read (a writer died mid-write)."""
     try:
         owner = json.loads(lock.read_text())
         owner["pid"], owner["host"] = int(owner["pid"]), str(owner["host"])
+        owner["touched"] = lock.stat().st_mtime
         return owner
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -84,7 +93,8 @@ def lock_owner(lock: Path) -> dict[str, Any] | None:
 def lock_holder_alive(owner: Mapping[str, Any] | None) -> bool:
     """Whether the process a lock record names still holds it.
 
-    Another host's lock counts as held (its processes cannot be seen from here). On this
+    Another host's lock is held while its lease lasts: touched (:func:`heartbeat`) less than
+    ``lease_s`` ago (a lock written before locks had leases counts as held). On this
     host the pid must be alive *and* be the same process: its start time must be the one
     recorded (``started``), or, in a lock written before locks recorded it, no later than
     the lock itself (``since``). A reused pid is therefore a stale lock.
@@ -93,7 +103,12 @@ def lock_holder_alive(owner: Mapping[str, Any] | None) -> bool:
         return False
     pid = owner["pid"]
     if owner["host"] != platform.node():
-        return True
+        if owner.get("lease_s") is None:
+            return True
+        try:
+            return time.time() - float(owner["touched"]) < float(owner["lease_s"])
+        except (KeyError, TypeError, ValueError):
+            return False
     if pid <= 0 or not pid_alive(pid):
         return False
     actual = process_start_time(pid)
@@ -106,6 +121,25 @@ def lock_holder_alive(owner: Mapping[str, Any] | None) -> bool:
             return False
     since = _parse_time(owner.get("since"))
     return since is None or actual <= since.timestamp() + 1.0
+
+
+@contextlib.contextmanager
+def heartbeat(path: Path, every: float) -> Iterator[None]:
+    """Touch ``path`` every ``every`` seconds while the block runs (a lock's lease, renewed by a daemon thread)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            with contextlib.suppress(OSError):
+                os.utime(path)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat {path.name}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _parse_time(text: Any) -> _dt.datetime | None:

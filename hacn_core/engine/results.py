@@ -72,6 +72,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hacn_core.engine import processes
 from hacn_core.engine.processes import (
     _TEMPORARY,
     current_umask,
@@ -176,14 +177,16 @@ def run_lock(folder: Path, what: str) -> Iterator[Path]:
     the owner's host, pid and process start time (:func:`process_start_time`). A
     lock left by a process that died (same host, pid gone, e.g. after ``kill -9`` or
     a power cut), or whose pid now belongs to another process (a restart reuses
-    pids), is stale and taken over (:func:`lock_holder_alive`); the checkpoints
-    beside it are where the new owner resumes from. Released on exit, also when
-    training raises or is interrupted.
+    pids), is stale and taken over (:func:`lock_holder_alive`); so is another host's
+    lock whose lease ran out (the owner touches it every ``LOCK_HEARTBEAT_S``, 60 s;
+    the lease is ``LOCK_LEASE_S``, 15 min). The checkpoints beside it are where the
+    new owner resumes from. Released on exit, also when training raises or is
+    interrupted.
     """
     folder.mkdir(parents=True, exist_ok=True)
     lock = folder / LOCK_NAME
     me = {"host": platform.node(), "pid": os.getpid(), "since": _dt.datetime.now(_dt.timezone.utc).isoformat(
-        timespec="seconds"), "started": process_start_time(os.getpid())}
+        timespec="seconds"), "started": process_start_time(os.getpid()), "lease_s": processes.LOCK_LEASE_S}
     for _ in range(3):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -204,7 +207,8 @@ def run_lock(folder: Path, what: str) -> Iterator[Path]:
     else:  # pragma: no cover - three races lost in a row
         raise RunInProgressError(f"{what}: could not take the lock {lock}", lock)
     try:
-        yield lock
+        with processes.heartbeat(lock, processes.LOCK_HEARTBEAT_S):
+            yield lock
     finally:
         with contextlib.suppress(FileNotFoundError, OSError):
             if json.loads(lock.read_text()).get("pid") == me["pid"]:
