@@ -1,5 +1,6 @@
-"""tools/check_layout.py: in headless Chromium, a planted over-wide table, an over-wide figure and a
-clipped cell fail the check; a page whose tables and figures fit passes it.
+"""tools/check_layout.py: in headless Chromium, a planted over-wide table, an over-wide figure, a table whose
+cells are pushed out of the column and a clipped cell fail the check; a page whose tables and figures fit
+passes it.
 
 The pages are tiny HTML files written here (no book build needed), with the theme's
 ``<article class="bd-article">`` as the column. Skipped where Debian's ``chromium`` or Playwright is
@@ -47,6 +48,10 @@ PAGES = {
     # a header cut to an ellipsis in a fixed-layout table that fits the column
     "clipped.html": '<table style="table-layout:fixed;width:300px"><tr><th style="width:60px;overflow:hidden;'
                     'text-overflow:ellipsis;white-space:nowrap">parameters of the model</th><td>1</td></tr></table>',
+    # rows laid out as flex boxes with a negative margin (what the theme's Bootstrap does to <tr class="row">):
+    # the table's box fits, but its cells start left of the column, where the scrolling output cuts them
+    "shifted.html": '<div style="overflow-x:auto"><table style="width:100%"><tr style="display:flex;'
+                    'margin-left:-12px"><td>ACN and ResNet forward rules</td><td>exact</td></tr></table></div>',
     # everything fits: a header that wraps, a figure narrower than the column, a table behind a click
     "clean/ok.html": '<table><tr><th>a long header that wraps at its spaces</th><th>n</th></tr>'
                      '<tr><td>H-ACN</td><td>3</td></tr></table>'
@@ -69,8 +74,10 @@ def book(tmp_path_factory) -> Path:
 def test_over_wide_table_and_figure_and_clipped_cell_fail_and_clean_page_passes(book):
     problems = check_layout.check_book(book, BROWSER)
     by_page = {p.page: p for p in problems}
-    assert sorted(by_page) == ["clipped.html", "figure.html", "wide.html"], problems
+    assert sorted(by_page) == ["clipped.html", "figure.html", "shifted.html", "wide.html"], problems
     wide, figure, clipped = by_page["wide.html"], by_page["figure.html"], by_page["clipped.html"]
+    shifted = by_page["shifted.html"]
+    assert shifted.rule == "wide-table" and shifted.width > COLUMN and "ACN and ResNet" in shifted.element
     assert wide.rule == "wide-table" and wide.column == COLUMN and wide.width > 1000
     assert wide.section == "sec" and "table.house" in wide.element and "first cell 'item'" in wide.element
     assert figure.rule == "wide-figure" and figure.width == 900 and "a wide plot" in figure.element
@@ -94,7 +101,7 @@ def test_cli_lists_page_element_and_widths_and_sets_the_exit_status(book, tmp_pa
     failed = subprocess.run([*cmd, str(book)], capture_output=True, text=True)
     assert failed.returncode == 1, failed.stderr
     assert "wide.html:" in failed.stdout and f"px wide, column {COLUMN} px" in failed.stdout
-    assert "3 problems: wide-table 1, wide-figure 1, clipped-cell 1" in failed.stdout
+    assert "4 problems: wide-table 2, wide-figure 1, clipped-cell 1" in failed.stdout
     passed = subprocess.run([*cmd, str(book / "clean")], capture_output=True, text=True)
     assert passed.returncode == 0 and "1 pages at 1400 px, every table and figure fits" in passed.stdout
     empty = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True)

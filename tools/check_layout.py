@@ -81,43 +81,51 @@ MEASURE_JS = r"""
   for (const el of elements) {
     const r = el.getBoundingClientRect();
     if (r.width === 0 && r.height === 0) continue;  // not displayed
-    const isTable = el.tagName === 'TABLE';
-    const w = isTable ? Math.max(r.width, el.scrollWidth) : r.width;
-    const overhang = r.left + w - right;
-    if (w > width + tolerance || overhang > tolerance) {
-      found.push({rule: isTable ? 'wide-table' : 'wide-figure', section: sectionOf(el),
-                  element: describe(el), width: Math.round(w), overhang: Math.round(overhang)});
+    // a table's extent: its box, what spills out of it, and its cells (a row laid out as a flex or grid
+    // box, e.g. by a class the theme's Bootstrap styles, can push cells out of the table's box)
+    let l = r.left, rr = r.left + (el.tagName === 'TABLE' ? Math.max(r.width, el.scrollWidth) : r.width);
+    if (el.tagName === 'TABLE') {
+      for (const cell of el.querySelectorAll('td, th')) {
+        const c = cell.getBoundingClientRect();
+        if (c.width > 0) { l = Math.min(l, c.left); rr = Math.max(rr, c.right); }
+      }
+    }
+    const w = rr - l, over = Math.max(rr - right, left - l);
+    if (w > width + tolerance || over > tolerance) {
+      found.push({rule: el.tagName === 'TABLE' ? 'wide-table' : 'wide-figure', section: sectionOf(el),
+                  element: describe(el), width: Math.round(w), overhang: Math.round(over)});
     }
   }
-  // The right edge of what a reader sees inside `root`: its text and boxes, without text hidden for screen
+  // The left and right edges of what a reader sees inside `root`: its text and boxes, without text hidden for screen
   // readers (a `clip`ped element such as MathJax's assistive MathML, which widens scrollWidth unseen).
-  const visibleRight = (root) => {
-    let right = -Infinity;
+  const visibleExtent = (root) => {
+    let lo = Infinity, right = -Infinity;
     const walk = (node) => {
       for (const child of node.childNodes) {
         if (child.nodeType === Node.TEXT_NODE && child.textContent.trim()) {
           const range = document.createRange();
           range.selectNodeContents(child);
-          for (const r of range.getClientRects()) right = Math.max(right, r.right);
+          for (const r of range.getClientRects()) { lo = Math.min(lo, r.left); right = Math.max(right, r.right); }
         } else if (child.nodeType === Node.ELEMENT_NODE) {
           const s = getComputedStyle(child);
           if (s.display === 'none' || s.visibility === 'hidden' || s.clip !== 'auto') continue;
           const r = child.getBoundingClientRect();
-          if (r.width > 0) right = Math.max(right, r.right);
+          if (r.width > 0) { lo = Math.min(lo, r.left); right = Math.max(right, r.right); }
           walk(child);
         }
       }
     };
     walk(root);
-    return right;
+    return [lo, right];
   };
   for (const cell of article.querySelectorAll('td, th')) {
     for (const el of [cell, ...cell.querySelectorAll('*')]) {
       const s = getComputedStyle(el);
       const hides = ['hidden', 'clip'].includes(s.overflowX) || s.textOverflow === 'ellipsis';
-      if (!hides || el.clientWidth === 0 || el.scrollWidth <= el.clientWidth + tolerance) continue;
-      const inner = el.getBoundingClientRect().left + el.clientLeft + el.clientWidth;
-      const cut = visibleRight(el) - inner;
+      if (!hides || el.clientWidth === 0) continue;  // (scrollWidth misses content cut at the left)
+      const innerLeft = el.getBoundingClientRect().left + el.clientLeft;
+      const [lo, hi] = visibleExtent(el);
+      const cut = Math.max(hi - (innerLeft + el.clientWidth), innerLeft - lo);
       if (cut > tolerance) {
         found.push({rule: 'clipped-cell', section: sectionOf(cell),
                     element: `${cell.tagName.toLowerCase()} '${text(cell)}'`,
@@ -164,7 +172,7 @@ def _problem(page: str, column: int, found: dict) -> LayoutProblem:
     elif found["width"] > column:
         detail = f"{found['width']} px wide, column {column} px"
     else:
-        detail = f"{found['width']} px wide, reaches {found['overhang']} px past the column ({column} px)"
+        detail = f"{found['width']} px wide, reaches {found['overhang']} px out of the column ({column} px)"
     return LayoutProblem(page, found["rule"], found["section"], found["element"], found["width"], column, detail)
 
 
