@@ -11,18 +11,21 @@ driven by Playwright for Python (its own browser download is not needed: the sys
 launched through ``executable_path``), and measures:
 
 ``wide-table``   a ``<table>`` wider than the content column (the content box of the theme's
-                 ``<article class="bd-article">``, else ``<main>``, else the body), or reaching past
-                 its right edge. A table inside a horizontally scrolling wrapper counts too: a reader
-                 does not see its right-hand columns.
-``wide-figure``  an ``<img>`` or an (outermost) inline ``<svg>`` wider than the column, or past it.
+                 ``<article class="bd-article">``, else ``<main>``, else the body), or reaching out of
+                 it on either side. A table's extent is its box, what spills out of it and its cells
+                 (rows that the theme lays out as flex boxes, as Bootstrap does to ``<tr class="row">``,
+                 push cells out of the box). A table inside a horizontally scrolling wrapper counts
+                 too: a reader does not see its right-hand columns.
+``wide-figure``  an ``<img>`` or an (outermost) inline ``<svg>`` wider than the column, or out of it.
 ``clipped-cell`` a table cell, or an element inside one, whose text is cut: it hides its overflow
                  (``overflow: hidden``/``clip``) or ends it in an ellipsis (``text-overflow: ellipsis``)
                  and what a reader would see of its content (text and boxes; text kept for screen readers
-                 only, such as MathJax's clipped assistive MathML, aside) reaches past its box.
+                 only, such as MathJax's clipped assistive MathML, aside) reaches out of its box.
 
 Closed ``<details>`` are opened first (what is one click away must fit too); an element that is not
 displayed (an inactive tab) has no width and is skipped. A width may exceed the column by
-:data:`TOLERANCE_PX` (sub-pixel rounding).
+:data:`TOLERANCE_PX` (sub-pixel rounding). A page that only redirects (the book's ``index.html``) is
+skipped: the page it leads to is checked itself.
 
 The browser is ``--browser``, else ``$HACN_CHROMIUM``, else the first of ``chromium``,
 ``chromium-browser``, ``google-chrome`` on the ``PATH``. ``--screenshots DIR`` also saves a full-page
@@ -51,8 +54,8 @@ TOLERANCE_PX = 1.0
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 # Runs in the page: returns the column's box and one record per element that breaks a rule.
-# Widths are CSS pixels; a table's width is the larger of its box and its scrollWidth (content that
-# spills out of a fixed-width table counts).
+# Widths are CSS pixels; a table's extent is the union of its box, its scrollWidth (content that spills
+# out of a fixed-width table) and its cells' boxes.
 MEASURE_JS = r"""
 (tolerance) => {
   const article = document.querySelector('article.bd-article') || document.querySelector('main')
