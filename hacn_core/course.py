@@ -286,7 +286,8 @@ def run_chapter(chapter: str, results: str | os.PathLike[str] | None = None, tim
         log.touch()
         saved = dict(os.environ)
         os.environ.update(HACN_PROFILE="book", HACN_ALLOW_TRAIN="0", HACN_QUIET="1", HACN_TRACE_READS=str(log),
-                          HACN_RESULTS=str(root), MPLBACKEND="Agg")
+                          HACN_RESULTS=str(root))
+        os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend: figures are outputs, as in the book
         try:
             nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                     resources={"metadata": {"path": tmp}}).execute()

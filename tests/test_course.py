@@ -159,6 +159,12 @@ def _tables(nb: nbformat.NotebookNode) -> list[str]:
     return out
 
 
+def _figures(nb: nbformat.NotebookNode) -> list[str]:
+    """Every figure (SVG, the house style's inline format, or PNG), in order."""
+    return [o["data"][kind] for c in nb.cells for o in c.get("outputs", [])
+            for kind in ("image/svg+xml", "image/png") if kind in o.get("data", {})]
+
+
 def _fresh_venv(folder: Path, wheel: Path) -> Path:
     """A new virtual environment with ``hacn_core`` installed from ``wheel`` and everything else (torch,
     Jupyter) from this environment's site-packages, added by a ``.pth`` line: a ``.pth`` file in that
@@ -194,9 +200,10 @@ def test_a_teacher_runs_the_pack_from_a_fresh_environment(chapter, tmp_path):
     times["venv"] = time.monotonic() - started
 
     pack = tmp_path / "pack"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HACN_", "PYTHON", "PYTEST", "IPYTHON"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HACN_", "PYTHON", "PYTEST", "IPYTHON", "MPLBACKEND"))}
     env.update(HACN_RESULTS=str(pack / "results"), HACN_ALLOW_TRAIN="0", HACN_DOWNLOAD="0",
-               HACN_DATA=str(tmp_path / "no-data"), MPLBACKEND="Agg", VIRTUAL_ENV=str(tmp_path / "venv"),
+               HACN_DATA=str(tmp_path / "no-data"), VIRTUAL_ENV=str(tmp_path / "venv"),
                PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
     where = subprocess.run([str(python), "-c", "import hacn_core, sys; print(hacn_core.__file__)"], cwd=pack,
                            env=env, capture_output=True, text=True, check=True).stdout
@@ -212,4 +219,8 @@ def test_a_teacher_runs_the_pack_from_a_fresh_environment(chapter, tmp_path):
     assert all(o.get("output_type") != "error" for c in ran.cells for o in c.get("outputs", []))
     tables = _tables(ran)
     assert tables and tables == _tables(book)  # the same tables as the book, character for character
-    print(f"{chapter}: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + f"; {len(tables)} tables")
+    figures = _figures(ran)
+    assert figures and len(figures) == len(_figures(book))  # every figure drawn (the kernel's inline backend)
+    same = sum(a == b for a, b in zip(figures, _figures(book)))
+    print(f"{chapter}: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items())
+          + f"; {len(tables)} tables, {len(figures)} figures ({same} identical to the byte: SVG ids are random)")
