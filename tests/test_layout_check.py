@@ -102,8 +102,10 @@ def test_cli_lists_page_element_and_widths_and_sets_the_exit_status(book, tmp_pa
     assert failed.returncode == 1, failed.stderr
     assert "wide.html:" in failed.stdout and f"px wide, column {COLUMN} px" in failed.stdout
     assert "4 problems: wide-table 2, wide-figure 1, clipped-cell 1" in failed.stdout
-    passed = subprocess.run([*cmd, str(book / "clean")], capture_output=True, text=True)
+    shots = tmp_path / "shots"
+    passed = subprocess.run([*cmd, "--screenshots", str(shots), str(book / "clean")], capture_output=True, text=True)
     assert passed.returncode == 0 and "1 pages at 1400 px, every table and figure fits" in passed.stdout
+    assert (shots / "ok.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # a full-page screenshot of the page
     empty = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True)
     assert empty.returncode == 2 and "no built pages" in empty.stderr and "Traceback" not in empty.stderr
     missing = subprocess.run([*cmd[:-1], "/nonexistent/chromium", str(book)], capture_output=True, text=True)

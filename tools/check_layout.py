@@ -210,7 +210,7 @@ def check_pages_in_browser(html_dir: str | Path, pages: list[Path], browser: str
                 if screenshots is not None:
                     png = screenshots / Path(name).with_suffix(".png")
                     png.parent.mkdir(parents=True, exist_ok=True)
-                    tab.screenshot(path=str(png), full_page=True)
+                    tab.screenshot(path=str(png), full_page=True, timeout=120_000)  # a long page on a busy CPU
         finally:
             chromium.close()
     return problems
