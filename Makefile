@@ -49,14 +49,14 @@ book-build:
 	@$(PY) tools/check_layout.py --if-browser _build/html || { echo "book: built, but tables or figures above do not fit their column (open $(CURDIR)/_build/html/index.html)"; exit 1; }
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
-# Tests run in parallel, one worker per core and one torch thread per worker (TEST_WORKERS=1 for
-# one process); --dist loadfile keeps a file, and so a notebook's cells, on one worker in order.
-TEST_WORKERS ?= auto
-PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -p no:cacheprovider
 # The tests read five datasets (about 115 MB; the README's Data section). Before anything is collected,
 # conftest.py checks the data root for them: missing ones are downloaded once, or, with HACN_DOWNLOAD=0,
 # the run stops at once with one message listing them and the commands that fetch them.
 # HACN_TEST_DATA=skip (make test HACN_TEST_DATA=skip) skips every test that needs a missing dataset instead.
+# Tests run in parallel, one worker per core and one torch thread per worker (TEST_WORKERS=1 for
+# one process); --dist loadfile keeps a file, and so a notebook's cells, on one worker in order.
+TEST_WORKERS ?= auto
+PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -p no:cacheprovider
 
 test: env data
 	$(PYTEST) --durations=15 tests notebooks --nbval-lax
