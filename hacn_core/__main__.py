@@ -194,6 +194,7 @@ def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any], time_s
 
 def _launch(experiment: Experiment, profile: str, store: Any, where: dict[str, Any], args: argparse.Namespace) -> int:
     """``run --launcher local|slurm``: submit the missing runs as submitit jobs (hacn_core.engine.launch)."""
+    from hacn_core import catalog
     from hacn_core.engine.launch import LaunchError, LaunchOptions, check_launcher, launch
 
     try:
@@ -205,7 +206,7 @@ def _launch(experiment: Experiment, profile: str, store: Any, where: dict[str, A
         options = LaunchOptions.load(args.launch_config, gpus=args.gpus, cpus=args.cpus, tasks=args.tasks,
                                      time_min=args.time_min, partition=args.partition)
         jobs = launch(experiment, profile, launcher=args.launcher, store=store, where=where, threads=args.threads,
-                      options=options)
+                      options=options, lookup=catalog.get)
     except LaunchError as err:
         raise UsageError(str(err)) from err
     if not jobs:

@@ -84,7 +84,7 @@ def test_command_line_times_steps_and_writes_a_record(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--time-steps", "2"], "--time-steps, --compiled and --json go with --dry-run"),
+    (["--time-steps", "2"], "--time-steps, --compiled, --json and --data go with --dry-run"),
     (["--dry-run", "--time-steps", "-1"], "--time-steps: -1 is negative"),
 ])
 def test_command_line_time_steps_errors(capsys, args, expected):

@@ -468,8 +468,11 @@ def test_exact_items_are_the_analytic_ones_and_drawn_items_are_figures():
     drawn = [it for it in PAPER_ITEMS if it.book and it.book.drawn_from is not None]
     assert {it.id.split("/")[1] for it in exact} >= {"eq1", "eq2", "eq3", "eq4", "eq5", "alg1", "fig8a", "fig8b",
                                                      "fig8c", "eq11", "eq12", "eq14", "eq15", "fig1", "sec2.2"}
-    for it in exact:
-        assert it.where == pi.W_EXACT and it.paper_setting == "analytic", it.id
+    for it in exact:  # an equation, or an exact fact of a table: a count or a configuration the tests check
+        analytic = it.where == pi.W_EXACT and it.paper_setting == "analytic"
+        fact = it.item.startswith("Table") and (it.paper_value is not None or it.id.endswith("config"))
+        assert analytic or fact, it.id
+        assert all(t.startswith("tests/test_") for t in it.book.checked_by), it.id
     for it in drawn:  # a figure, or a table cell the chapter computes by model selection (no single link)
         assert (it.item.startswith("Fig.") and it.qualitative) or it.item.startswith("Table"), it.id
 

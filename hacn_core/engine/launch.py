@@ -37,7 +37,7 @@ import datetime as _dt
 import json
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,23 +103,21 @@ def check_launcher(launcher: str) -> str:
 class RunJob:
     """One run as a submitit job: ``run_or_load`` of one configuration (resuming from its checkpoint).
 
-    Holds the experiment's id (a catalog experiment is found again in the job's process) or, for one
-    outside the catalog (a test's toy), the experiment itself, pickled with the job.
+    ``lookup`` finds a registered experiment by its id (the caller's registry, e.g. ``hacn_core.catalog.get``;
+    the engine knows no paper's experiments): a job of a registered experiment carries only its id and finds
+    it again in the job's process; one outside the registry (a test's toy) is pickled with the job.
     """
 
     def __init__(self, experiment: Experiment, profile: str, config: Mapping[str, Any], results: str,
-                 threads: int | None) -> None:
-        from hacn_core import catalog
-
-        self.experiment_id = experiment.id
-        self.experiment = None if catalog.EXPERIMENTS.get(experiment.id) is experiment else experiment
+                 threads: int | None, lookup: Callable[[str], Experiment] | None = None) -> None:
+        self.experiment_id, self.lookup = experiment.id, lookup
+        self.experiment = None if lookup is not None and _registered(lookup, experiment) else experiment
         self.profile, self.config, self.results, self.threads = profile, dict(config), results, threads
 
     def __call__(self) -> dict[str, Any]:
-        from hacn_core import catalog
         from hacn_core.engine.results import run_or_load
 
-        experiment = self.experiment or catalog.get(self.experiment_id)
+        experiment = self.experiment or self.lookup(self.experiment_id)
         _export_ranks()
         result = run_or_load(experiment.id, self.config, experiment.train, store=ResultsStore(self.results),
                              profile=self.profile, progress=False, threads=self.threads)
@@ -189,12 +187,21 @@ def read_jobs(store: ResultsStore, experiment_id: str) -> dict[str, dict[str, An
         raise LaunchError(f"{path} cannot be read ({err}); delete it to forget the submitted jobs") from err
 
 
+def _registered(lookup: Callable[[str], Experiment], experiment: Experiment) -> bool:
+    """Whether ``lookup`` finds this very experiment under its id."""
+    try:
+        return lookup(experiment.id) is experiment
+    except (KeyError, ValueError):
+        return False
+
+
 def launch(experiment: Experiment, profile: str, *, launcher: str, store: ResultsStore,
            where: Mapping[str, Any] | None = None, threads: int | None = None,
-           options: LaunchOptions = LaunchOptions()) -> list[Any]:
+           options: LaunchOptions = LaunchOptions(), lookup: Callable[[str], Experiment] | None = None) -> list[Any]:
     """Submit every configuration of ``experiment`` at ``profile`` (matching ``where``) that is neither
     stored nor held by a live process or job, one submitit job each (a job array on SLURM); returns the
-    submitit jobs (none when nothing is missing). ``inline`` is :func:`run_experiment`'s, not this."""
+    submitit jobs (none when nothing is missing). ``inline`` is :func:`run_experiment`'s, not this.
+    ``lookup``: the registry's lookup by id (:class:`RunJob`)."""
     from hacn_core.engine.progress import study_progress
     from hacn_core.engine.registry import check_where, matches, where_context
 
@@ -213,13 +220,13 @@ def launch(experiment: Experiment, profile: str, *, launcher: str, store: Result
     executor = _executor(launcher, folder, options, experiment.id)
     if launcher == "slurm":
         with executor.batch():  # one sbatch: a job array
-            jobs = [executor.submit(RunJob(experiment, profile, c, str(store.root), threads)) for c in missing]
+            jobs = [executor.submit(RunJob(experiment, profile, c, str(store.root), threads, lookup)) for c in missing]
     else:
         jobs = []
         for k, config in enumerate(missing):
             if options.gpus:  # job k on its own GPUs, round robin over the machine's (submitit's default: 0..g-1)
                 executor.update_parameters(visible_gpus=local_gpus(k, options.gpus))
-            jobs.append(executor.submit(RunJob(experiment, profile, config, str(store.root), threads)))
+            jobs.append(executor.submit(RunJob(experiment, profile, config, str(store.root), threads, lookup)))
     recorded = read_jobs(store, experiment.id)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     for config, job in zip(missing, jobs):

@@ -184,7 +184,8 @@ def temporary_name(path: Path) -> str:
     return f".{path.name}.tmp-{platform.node()}-{os.getpid()}-"
 
 
-_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<host>.*)-(?P<pid>\d+)-[^-]*$")
+#: a temporary file's name as :func:`temporary_name` writes it (the writer's host and pid in groups)
+TEMPORARY_NAME = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<host>.*)-(?P<pid>\d+)-[^-]*$")
 
 
 def remove_stale_temporaries(folder: Path, name: str | None = None) -> int:
@@ -196,7 +197,7 @@ def remove_stale_temporaries(folder: Path, name: str | None = None) -> int:
     except OSError:
         return 0
     for path in entries:
-        match = _TEMPORARY.match(path.name)
+        match = TEMPORARY_NAME.match(path.name)
         if match is None or (name is not None and match["name"] != name) or match["host"] != platform.node():
             continue
         if int(match["pid"]) == os.getpid() or pid_alive(int(match["pid"])):

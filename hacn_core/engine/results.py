@@ -74,7 +74,7 @@ from typing import Any
 
 from hacn_core.engine import processes
 from hacn_core.engine.processes import (
-    _TEMPORARY,
+    TEMPORARY_NAME,
     current_umask,
     lock_age,
     lock_holder_alive,
@@ -815,7 +815,7 @@ def checkpoint_estimate(store: ResultsStore, experiment: str) -> int:
     folder = store.root / ".checkpoints" / experiment
     sizes = []
     for path in folder.glob("*/*") if folder.is_dir() else ():
-        if path.suffix == ".pt" or (_TEMPORARY.match(path.name) and ".pt.tmp-" in path.name):
+        if path.suffix == ".pt" or (TEMPORARY_NAME.match(path.name) and ".pt.tmp-" in path.name):
             with contextlib.suppress(OSError):
                 sizes.append(path.stat().st_size)
     return 2 * max(sizes) if sizes else CHECKPOINT_ESTIMATE_BYTES
