@@ -21,7 +21,7 @@ from hacn_core.beyond import width_connectivity
 from hacn_core.engine.registry import Experiment, by_id, run_experiment, stored_runs
 from hacn_core.engine.results import ResultsStore, RunResult
 from hacn_core.gates.studies import cifar, gradients, keras_defaults, mnist
-from hacn_core.hacn.studies import decoder, decoder_ablations, mechanism, mixer, vit
+from hacn_core.hacn.studies import code_recipe, decoder, decoder_ablations, mechanism, mixer, vit
 
 #: experiment id -> experiment, in the order of the book's parts
 EXPERIMENTS: dict[str, Experiment] = by_id(
@@ -30,6 +30,7 @@ EXPERIMENTS: dict[str, Experiment] = by_id(
     mixer.LONG,  # hacn-mixer-long: the same study trained until the residual weights settle
     mixer.COST,  # hacn-mixer-cost: time and memory per step of each rule
     mechanism.EXPERIMENT,  # hacn-mechanism: why the residual weights learn under the code's rule, not Eq. 2
+    code_recipe.EXPERIMENT,  # hacn-code-recipe: the public code's whole Mixer recipe, Eq. 2 and the code's rule
     vit.EXPERIMENT,  # hacn-vit: ViT rules, Fig. 3a-c, layer-wise accuracy, Gamma / Delta_t
     decoder.EXPERIMENT,  # hacn-decoder: GPT-2 decoder rules, Fig. 4 layer-wise perplexity, Table 1's noisy cloze
     decoder_ablations.EXPERIMENT,  # hacn-decoder-ablations: the decoder's init and DepthLN ablations, Tables 6-7

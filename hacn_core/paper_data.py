@@ -12,7 +12,8 @@ says how many examples there were.
 =========================================  ==============================================================
 experiment                                  loader (files under the data root)
 =========================================  ==============================================================
-hacn-mixer(-long), hacn-mechanism          ``mixer.load_data``: CIFAR-10 python batches
+hacn-mixer(-long), hacn-mechanism,         ``mixer.load_data``: CIFAR-10 python batches
+hacn-code-recipe
 width-connectivity                          ``width_connectivity.load_data``: CIFAR-10, or a synthetic task
 hacn-vit                                    ``vit.imagenet_splits``: ImageNet ImageFolder JPEGs (+ Mixup)
 hacn-decoder, hacn-decoder-ablations        ``decoder.load_corpus``: OpenWebText2 uint16 token files, and
@@ -84,6 +85,14 @@ def _mixer(config: dict[str, Any], plan: DryRunPlan) -> DryRunPlan:
     x, y = _once(mixer.load_data, config, ("dataset", "num_classes", "train_subset"))["train"]
     return tensor_plan(plan, x, y, _image_source(config["dataset"]) + " (mixer.load_data: validation split held "
                        "out, standardised)")
+
+
+def _code_recipe(config: dict[str, Any], plan: DryRunPlan) -> DryRunPlan:
+    from hacn_core.hacn.studies import code_recipe, mixer
+
+    data_plan = _mixer(config, plan)
+    stats = _once(mixer.standardisation, config, ("dataset", "num_classes", "train_subset"))
+    return dataclasses.replace(data_plan, forward=code_recipe.augment_for(config, *stats))
 
 
 def _width_connectivity(config: dict[str, Any], plan: DryRunPlan) -> DryRunPlan:
@@ -220,7 +229,8 @@ def _no_data(config: dict[str, Any], plan: DryRunPlan) -> DryRunPlan:
 
 #: experiment id -> how its plan reads the data root
 DATA_PLANS: dict[str, DataPlan] = {
-    "hacn-mixer": _mixer, "hacn-mixer-long": _mixer, "hacn-mechanism": _mixer, "hacn-mixer-cost": _no_data,
+    "hacn-mixer": _mixer, "hacn-mixer-long": _mixer, "hacn-mechanism": _mixer, "hacn-code-recipe": _code_recipe,
+    "hacn-mixer-cost": _no_data,
     "hacn-vit": _vit,
     "hacn-decoder": _decoder, "hacn-decoder-ablations": _decoder, "width-connectivity": _width_connectivity,
     "awnn-images": _awnn_images, "awnn-graphs": _awnn_graphs, "awnn-text": _awnn_text,

@@ -33,6 +33,7 @@ from hacn_core.engine.optim import (
     MILESTONE_UNITS,
     OPTIMIZERS,
     PLATEAU_MODES,
+    SCHEDULE_UNITS,
     SCHEDULES,
     LRSchedule,
     build_optimizer,
@@ -106,8 +107,9 @@ class TrainConfig:
     eps: float = 1e-8
     fused: bool | None = None  # None: fused kernels on CUDA (adam, adamw, sgd)
     no_decay_roles: tuple[str, ...] = DEFAULT_NO_DECAY_ROLES
-    # schedule (per step)
+    # schedule (per step, or once an epoch with schedule_unit="epoch")
     schedule: str = "constant"
+    schedule_unit: str = "step"
     warmup_epochs: float = 0.0
     min_lr: float = 0.0
     milestones: tuple[float, ...] = ()
@@ -176,6 +178,8 @@ class TrainConfig:
             invalid("no_decay_roles", self.no_decay_roles, f"a subset of {', '.join(ROLES)}")
         if self.schedule not in SCHEDULES:
             invalid("schedule", self.schedule, ", ".join(SCHEDULES))
+        if self.schedule_unit not in SCHEDULE_UNITS:
+            invalid("schedule_unit", self.schedule_unit, ", ".join(SCHEDULE_UNITS))
         if not _is_num(self.warmup_epochs) or self.warmup_epochs < 0:
             invalid("warmup_epochs", self.warmup_epochs, "a number >= 0")
         if self.warmup_epochs > self.epochs or (self.schedule == "cosine" and self.warmup_epochs >= self.epochs
@@ -263,12 +267,15 @@ def optimizer_for(model: nn.Module, config: TrainConfig, device_type: str = "cpu
 
 
 def schedule_for(config: TrainConfig, steps_per_epoch: int) -> LRSchedule:
-    """The learning-rate schedule of ``config``: its epochs and fractions of training become steps."""
-    total = config.epochs * steps_per_epoch
-    warmup = round(config.warmup_epochs * steps_per_epoch)
+    """The learning-rate schedule of ``config``: its epochs and fractions of training become steps
+    (``schedule_unit="epoch"``: epochs, the schedule stepping once an epoch and holding its rate through it)."""
+    per_epoch = config.schedule_unit == "epoch"
+    unit = 1 if per_epoch else steps_per_epoch  # the schedule's own steps in one epoch
+    total = config.epochs * unit
+    warmup = round(config.warmup_epochs * unit)
     if config.warmup_epochs > 0:
         warmup = max(1, warmup)
-    per_unit = steps_per_epoch if config.milestone_unit == "epoch" else total
+    per_unit = unit if config.milestone_unit == "epoch" else total
     return LRSchedule(
         config.schedule,
         config.lr,
@@ -279,6 +286,7 @@ def schedule_for(config: TrainConfig, steps_per_epoch: int) -> LRSchedule:
         min_lr=config.min_lr,
         plateau_patience=config.plateau_patience,
         plateau_mode=config.plateau_mode,
+        unit_steps=steps_per_epoch if per_epoch else 1,
     )
 
 

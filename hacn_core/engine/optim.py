@@ -34,6 +34,11 @@ Schedules (all evaluated per optimizer step)
 
 Step ``t`` counts optimizer steps already taken, so ``lr(t)`` is the rate of the
 ``(t + 1)``-th update.
+
+``unit_steps = S > 1`` makes the schedule step once per ``S`` optimizer steps (once an
+epoch, as a scheduler whose ``step()`` is called at the end of every epoch): every count
+above (``t``, ``W``, ``T``, the milestones) is then in units of ``S`` steps and the rate
+is held through each unit at ``lr(floor(t / S))``.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from hacn_core.engine.roles import ROLES, named_parameter_roles
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "nadam", "sgd")
 FUSED_OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "sgd")  # those with fused kernels in PyTorch
 SCHEDULES: tuple[str, ...] = ("constant", "cosine", "multistep", "plateau")
+#: how often the rate changes: every optimizer step, or once an epoch (``LRSchedule(unit_steps=...)``)
+SCHEDULE_UNITS: tuple[str, ...] = ("step", "epoch")
 MILESTONE_UNITS: tuple[str, ...] = ("epoch", "fraction")
 PLATEAU_MODES: tuple[str, ...] = ("min", "max")
 DEFAULT_NO_DECAY_ROLES: tuple[str, ...] = ("gate", "mixing", "norm_gain", "rate", "norm", "bias")
@@ -177,6 +184,7 @@ class LRSchedule:
         min_lr: float = 0.0,
         plateau_patience: int = 10,
         plateau_mode: str = "min",
+        unit_steps: int = 1,
     ) -> None:
         if kind not in SCHEDULES:
             raise ValueError(f"schedule={kind!r} is unknown; allowed: {', '.join(SCHEDULES)}")
@@ -191,6 +199,9 @@ class LRSchedule:
         self.min_ratio = float(min_lr) / self.base_lr
         self.patience = int(plateau_patience)
         self.mode = plateau_mode
+        if isinstance(unit_steps, bool) or not isinstance(unit_steps, int) or unit_steps < 1:
+            raise ValueError(f"unit_steps={unit_steps!r} must be a positive integer (optimizer steps per schedule step)")
+        self.unit_steps = unit_steps
         # plateau state
         self.scale = 1.0
         self.best = math.inf if plateau_mode == "min" else -math.inf
@@ -198,6 +209,7 @@ class LRSchedule:
 
     def factor(self, step: int) -> float:
         """``lr(step) / lr``."""
+        step //= self.unit_steps  # the schedule's own steps (module doc); 1 unless it steps once an epoch
         w = self.warmup_steps
         f = (step + 1) / w if step < w else 1.0
         kind = self.kind

@@ -32,7 +32,11 @@ Two more pieces of the public code's Mixer are options of :class:`MixerConfig`:
 ``class_token=True`` puts a learnable token (init 0) in front of the patches, mixed
 by every layer like the others and read alone by the head (after its LayerNorm)
 instead of the mean over tokens; ``alpha_dtype="float64"`` keeps the residual
-weights in double precision (the code draws them so). The product ``a_i x`` stays
+weights in double precision (the code draws them so); ``block="code"`` is the public
+code's layer (:class:`MixerBlock`): its channel part is
+``c = DLN(ReLU(W C(DLN(x + t))) + x)``, an extra ``d x d`` linear map and ReLU after
+the channel MLP, a short skip from the layer's input ``x`` and one more
+depth-adaptive norm on the result. The product ``a_i x`` stays
 float32, since a 0-d tensor does not promote a float32 one; what changes is that
 ``a_i``, its gradient and its optimizer state are float64.
 
@@ -90,6 +94,8 @@ from hacn_core.models.exits import LayerwiseClassifier
 from hacn_core.models.mlp import MLP_KINDS, UNGATED_MLP_KINDS, MlpLayer, as_mlp_layer, mlp_kind
 
 LAYER_UNITS: tuple[str, ...] = ("block", "sublayer")
+#: the form of one Mixer layer: ``paper`` (Appendix A, the standard Mixer layer) or ``code`` (the public code's)
+BLOCKS: tuple[str, ...] = ("paper", "code")
 #: the dtype of the residual weights a_i (``float64``: the public code draws them in double precision)
 ALPHA_DTYPES: tuple[str, ...] = ("float32", "float64")
 
@@ -184,11 +190,15 @@ class MixerConfig(MixerSettings):
     token_mlp: str | MlpLayer = "fixed"
     class_token: bool = False
     alpha_dtype: str = "float32"
+    block: str = "paper"
 
     def __post_init__(self) -> None:
         self.check_geometry()
         check_choice("MixerConfig.rule", self.rule, RULES)
         check_choice("MixerConfig.alpha_dtype", self.alpha_dtype, ALPHA_DTYPES)
+        check_choice("MixerConfig.block", self.block, BLOCKS)
+        if self.block == "code" and self.layer_unit != "block":
+            raise ValueError("MixerConfig.block='code' is a whole Mixer layer; it needs MixerConfig.layer_unit='block'")
         if not isinstance(self.class_token, bool):
             raise ValueError(f"MixerConfig.class_token={self.class_token!r} must be True or False")
         check_choice("MixerConfig.layer_unit", self.layer_unit, LAYER_UNITS)
@@ -291,8 +301,10 @@ class MixerBlock(nn.Module):
         dropout: float = 0.0,
         mlp: str | MlpLayer = "fixed",
         token_mlp: str | MlpLayer = "fixed",
+        block: str = "paper",
     ) -> None:
         super().__init__()
+        self.block = check_choice("block", block, BLOCKS)
         gain = None if depth_ln == "none" else DepthGain(depth, depth_ln, depth_ln_strength)
         self.token = TokenMixing(
             num_tokens, token_mlp_dim, make_norm(dim, depth, depth_ln, depth_ln_strength, gain), dropout, token_mlp
@@ -300,11 +312,20 @@ class MixerBlock(nn.Module):
         self.channel = ChannelMixing(
             dim, channel_mlp_dim, make_norm(dim, depth, depth_ln, depth_ln_strength, gain), dropout=dropout, mlp=mlp
         )
+        if block == "code":  # the public code's extra map after the channel MLP, and the norm after its skip
+            self.post = nn.Linear(dim, dim)
+            self.post_norm = make_norm(dim, depth, depth_ln, depth_ln_strength, gain)
 
     def parts(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The two sub-layer outputs ``(t, c)``; ``c`` reads the token-mixed stream ``x + t``."""
+        """The two sub-layer outputs ``(t, c)``; ``c`` reads the token-mixed stream ``x + t``.
+
+        ``block="code"``: ``c = DLN(ReLU(W C(DLN(x + t))) + x)``, the skip from the layer's input ``x``.
+        """
         t = self.token(x)
-        return t, self.channel(x + t)
+        c = self.channel(x + t)
+        if self.block == "code":
+            c = self.post_norm(torch.relu(self.post(c)) + x)
+        return t, c
 
     def forward(self, x: Tensor) -> Tensor:
         t, c = self.parts(x)
@@ -337,7 +358,7 @@ def build_mixer_layers(config: MixerConfig) -> list[nn.Module]:
             MixerBlock(
                 c.num_tokens, c.hidden_dim, c.token_mlp_dim, c.channel_mlp_dim,
                 depth=i, depth_ln=depth_ln, depth_ln_strength=c.depth_ln_strength, dropout=c.dropout,
-                mlp=c.mlp, token_mlp=c.token_mlp,
+                mlp=c.mlp, token_mlp=c.token_mlp, block=c.block,
             )
             for i in range(1, c.num_layers + 1)
         ]

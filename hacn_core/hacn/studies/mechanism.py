@@ -119,11 +119,19 @@ def check_config(config: dict[str, Any]) -> None:
     stop = config.get("stop_after_epochs")
     if isinstance(stop, bool) or not isinstance(stop, int) or stop < 1:
         raise ValueError(f"stop_after_epochs={stop!r} must be a positive integer (epochs trained of the schedule)")
+    check_trainer_pieces(config)
+
+
+def check_trainer_pieces(config: dict[str, Any]) -> None:
+    """The entries of :data:`CODE_TRAINER` that ``config`` has, each of an allowed value."""
     clip = config.get("clip_before_unscale", 1.0)
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0:
         raise ValueError(f"clip_before_unscale={clip!r} must be a number > 0 (the max norm of the scaled gradients)")
     if not isinstance(config.get("decay_every_parameter", False), bool):
         raise ValueError(f"decay_every_parameter={config['decay_every_parameter']!r} must be True or False")
+    smoothing = config.get("label_smoothing", 0.0)
+    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"label_smoothing={smoothing!r} must be a number in [0, 1)")
 
 
 #: the public code's trainer, as optional configuration entries (left out: the converged study's trainer, so
@@ -147,6 +155,8 @@ def train_config(config: dict[str, Any], epochs: int) -> TrainConfig:
         extra["no_decay_roles"] = ()
     if "min_lr" in config:
         extra["min_lr"] = config["min_lr"]
+    if "schedule_unit" in config:  # the public code's cosine steps once an epoch
+        extra["schedule_unit"] = config["schedule_unit"]
     warmup = config["warmup_epochs"] if "warmup_epochs" in config else config["warmup_fraction"] * epochs
     return TrainConfig(epochs=epochs, batch_size=config["batch_size"], lr=config["lr"], optimizer="adamw",
                        weight_decay=config["weight_decay"], schedule="cosine", warmup_epochs=warmup,

@@ -244,6 +244,17 @@ def load_data(config: dict[str, Any]) -> dict[str, tuple[Tensor, Tensor]]:
     subset: the book's 2-class task has 10,800 training images, fewer than its
     subset of 20,000, so it uses every image of its two classes).
     """
+    X, y, Xt, yt, train_idx, val_idx = _splits(config)
+    mean, std = _standardisation(X[train_idx])
+
+    def norm(images: Tensor) -> Tensor:
+        return (images - mean) / std
+
+    return {"train": (norm(X[train_idx]), y[train_idx]), "val": (norm(X[val_idx]), y[val_idx]),
+            "test": (norm(Xt), yt)}
+
+
+def _splits(config: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     X, y = image_tensors(config["dataset"], train=True)
     Xt, yt = image_tensors(config["dataset"], train=False)
     if config["num_classes"] == 2:
@@ -254,14 +265,18 @@ def load_data(config: dict[str, Any]) -> dict[str, tuple[Tensor, Tensor]]:
     val_idx, train_idx = perm[:n_val], perm[n_val:]
     if config["train_subset"] is not None:
         train_idx = train_idx[: config["train_subset"]]
-    mean = X[train_idx].mean(dim=(0, 2, 3), keepdim=True)
-    std = X[train_idx].std(dim=(0, 2, 3), keepdim=True)
+    return X, y, Xt, yt, train_idx, val_idx
 
-    def norm(images: Tensor) -> Tensor:
-        return (images - mean) / std
 
-    return {"train": (norm(X[train_idx]), y[train_idx]), "val": (norm(X[val_idx]), y[val_idx]),
-            "test": (norm(Xt), yt)}
+def _standardisation(train_images: Tensor) -> tuple[Tensor, Tensor]:
+    return train_images.mean(dim=(0, 2, 3), keepdim=True), train_images.std(dim=(0, 2, 3), keepdim=True)
+
+
+def standardisation(config: dict[str, Any]) -> tuple[Tensor, Tensor]:
+    """The per-channel ``(mean, std)``, ``(1, C, 1, 1)``, :func:`load_data` standardises with (pixels =
+    ``x * std + mean``, for augmentations that work on pixels)."""
+    X, _, _, _, train_idx, _ = _splits(config)
+    return _standardisation(X[train_idx])
 
 
 def build_model(config: dict[str, Any], image_size: int, in_channels: int, *,
@@ -281,9 +296,11 @@ def build_model(config: dict[str, Any], image_size: int, in_channels: int, *,
     alpha_init = None
     if config["alpha_mu"] is not None:
         alpha_init = AlphaInit(mu=config["alpha_mu"], sigma=config["alpha_sigma"])
+    # the public code's model pieces (hacn-code-recipe), each its own entry; left out, Appendix A's Mixer
+    code = {k: config[k] for k in ("block", "class_token", "alpha_dtype") if k in config}
     return MLPMixer(MixerConfig(num_layers=config["num_layers"], channel_mlp_dim=config["channel_mlp_dim"],
                                 rule=config["rule"], alpha_init=alpha_init, depth_ln=config["depth_ln"], mlp=mlp,
-                                **common),
+                                **common, **code),
                     generator=generator)
 
 

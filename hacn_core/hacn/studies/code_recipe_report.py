@@ -1,0 +1,153 @@
+"""What the chapter shows of ``hacn-code-recipe``: the paper's Mixer claims under each rule and recipe.
+
+Four corners, each the converged Mixer (16 layers, d = 32, all 55,000 Fashion-MNIST images, 30
+epochs, seeds 0-2) on 10 and 2 classes:
+
+====================  =============================================  ==========================
+rule                  recipe                                          runs
+====================  =============================================  ==========================
+Eq. 2                 the paper's (Appendix A as stated)             ``hacn-mixer-long``
+the code's rule       the paper's                                    ``hacn-mixer-long``
+Eq. 2                 the public code's whole recipe                 ``hacn-code-recipe``
+the code's rule       the public code's whole recipe                 ``hacn-code-recipe``
+====================  =============================================  ==========================
+
+Each corner is judged on the same claims, by the same rules as the Mixer chapter
+(:mod:`hacn_core.hacn.studies.mixer_report`): Table 3's ``Gamma`` matched (the 95% interval of
+our mean minus the paper's within ``GAMMA_MARGIN``, the ledger's tolerance), ``Gamma`` larger on
+the harder task (the 95% Welch interval of 10 - 2 classes above 0), and Sec. 4's cross-seed
+correlation (mean pairwise Pearson of the converged ``a_1..a_{L-1}`` at least
+:data:`~hacn_core.hacn.studies.mixer_report.PEARSON_HOLDS`). :func:`claims` gives the ledger the
+public code's recipe's corners (the paper's recipe's are the Mixer chapter's own);
+:func:`summary_table` puts all four side by side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from hacn_core.hacn.paper_items import item
+from hacn_core.engine.results import RunResult
+from hacn_core.engine.stats import difference, estimate, sign_verdict, signed, within_verdict
+from hacn_core.engine.tables import ClaimTable, house_table
+from hacn_core.hacn.studies import code_recipe as cr
+from hacn_core.hacn.studies import mixer
+from hacn_core.hacn.studies import mixer_report as hmr
+
+RULE_LABELS: dict[str, str] = {"hacn": "Eq. 2", "hacn_code_mixer": "the code's rule"}
+RECIPE_LABELS: dict[str, str] = {"paper": "the paper's recipe", "code": "the public code's recipe"}
+#: Table 3's Gamma counts as matched when our 95% interval lies within this distance of it
+GAMMA_MARGIN = 0.05
+#: the claims of :func:`corner_claims`, in the order the summary lists them
+CLAIMS: tuple[str, ...] = ("Γ on 10 classes matches Table 3's CIFAR-10",
+                           "Γ on 2 classes matches Table 3's CIFAR-2",
+                           "Γ is larger on the harder task (Table 3)",
+                           "converged a hardly depend on the seed (Sec. 4)")
+Corner = tuple[str, str]  # (rule, recipe)
+
+
+def corners(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]
+            ) -> dict[Corner, dict[int, list[RunResult]]]:
+    """The runs of every corner present, by number of classes (seed order): the converged study's full-budget
+    runs for the paper's recipe, the whole-recipe runs of ``hacn-code-recipe`` for the code's."""
+    full, _ = hmr.split_budgets(list(long_results))
+    whole = [r for r in recipe_results if all(r.config.get(k) == v for k, v in cr.CODE_RECIPE.items())]
+    out: dict[Corner, dict[int, list[RunResult]]] = {}
+    for recipe, runs in (("paper", full), ("code", whole)):
+        for rule in cr.RULES:
+            cell = {k: hmr.cell_runs(runs, rule=rule, alpha_mu=0.25, num_classes=k) for k in (10, 2)}
+            if recipe == "code":
+                cell = {k: [r for r in v if r.config["epochs"] == mixer.LONG_EPOCHS or k == 2] for k, v in cell.items()}
+            if cell[10] or cell[2]:
+                out[(rule, recipe)] = cell
+    return out
+
+
+def under(corner: Corner) -> str:
+    """The words a ledger verdict says it holds under: the rule and the recipe."""
+    return f"{RULE_LABELS[corner[0]]}, {RECIPE_LABELS[corner[1]]}"
+
+
+def _gammas(runs: Sequence[RunResult]) -> list[float]:
+    return [float(r.metrics["gamma"]) for r in runs]
+
+
+def corner_claims(table: ClaimTable, corner: Corner, cell: dict[int, list[RunResult]]) -> None:
+    """Add the corner's claims of :data:`CLAIMS` that its runs can judge to ``table`` (items and ``under`` set)."""
+    where = under(corner)
+    for k, claim in ((10, CLAIMS[0]), (2, CLAIMS[1])):
+        if cell[k]:
+            paper = item(mixer.table3_item(k)).paper_value
+            d = estimate([g - paper for g in _gammas(cell[k])])
+            table.add(f"{claim} ({paper:g} ± {GAMMA_MARGIN:g})", f"Table 3; {where}",
+                      f"Γ − paper: {signed(d, digits=3)}, n={d.n}", within_verdict(d, GAMMA_MARGIN),
+                      items=(mixer.table3_item(k),), values=_gammas(cell[k]), unit="Γ", under=where)
+    if cell[10] and cell[2]:
+        d = difference(_gammas(cell[10]), _gammas(cell[2]))
+        table.add(CLAIMS[2], f"Sec. 3.2.1, Table 3; {where}", f"Γ, 10 − 2 classes: {signed(d, digits=3)}",
+                  sign_verdict(d), items=(mixer.table3_item(10), mixer.table3_item(2)), under=where)
+    if len(cell[10]) >= 2:
+        pairs = hmr.pair_pearsons(cell[10])
+        paper = item(hmr.PEARSON_MIXER).paper_value
+        table.add(f"{CLAIMS[3]} (Pearson {paper:g}%; holds here at ≥ {hmr.PEARSON_HOLDS:g}%)", f"Sec. 4; {where}",
+                  f"mean Pearson over seed pairs, a_1..a_15: {np.mean(pairs):.1f}%",
+                  bool(np.mean(pairs) >= hmr.PEARSON_HOLDS), items=(hmr.PEARSON_MIXER,), values=pairs, unit="%",
+                  under=where)
+
+
+def claims(recipe_results: Sequence[RunResult]):
+    """The paper's Mixer claims judged under the public code's whole recipe, both rules (the ledger's rows)."""
+    table = ClaimTable()
+    for corner, cell in corners([], recipe_results).items():
+        corner_claims(table, corner, cell)
+    return table.frame()
+
+
+def summary_table(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]):
+    """Which of the paper's Mixer claims hold under which rule and recipe: one row per claim, one column per
+    corner (holds / does not hold / cannot be told / not run)."""
+    import pandas as pd
+
+    found = corners(long_results, recipe_results)
+    columns = {c: under(c) for c in ((r, p) for p in RECIPE_LABELS for r in cr.RULES)}
+    rows = {claim: {"claim": claim} | {label: "not run" for label in columns.values()} for claim in CLAIMS}
+    for corner, cell in found.items():
+        table = ClaimTable()
+        corner_claims(table, corner, cell)
+        for row in table.frame().attrs.get("ledger", []):
+            claim = next(c for c in CLAIMS if row["claim"].startswith(c))
+            rows[claim][columns[corner]] = {True: "holds", False: "does not hold", None: "cannot be told"}[row["holds"]]
+    return pd.DataFrame(list(rows.values()))
+
+
+def numbers_table(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]):
+    """Per corner: Gamma on 10 and 2 classes and the cross-seed Pearson (mean (std), n), test accuracy on 10
+    classes, beside Table 3's Gamma and Sec. 4's 92%."""
+    import pandas as pd
+
+    g10, g2 = (item(mixer.table3_item(k)).paper_value for k in (10, 2))
+    pearson = item(hmr.PEARSON_MIXER).paper_value
+    rows = []
+    for corner, cell in corners(long_results, recipe_results).items():
+        pairs = hmr.pair_pearsons(cell[10])
+        rows.append({"rule": RULE_LABELS[corner[0]], "recipe": RECIPE_LABELS[corner[1]].removeprefix("the "),
+                     "Γ, 10 classes": hmr.seed_cell(_gammas(cell[10]), digits=3) if cell[10] else "",
+                     "paper Γ, CIFAR-10": g10,
+                     "Γ, 2 classes": hmr.seed_cell(_gammas(cell[2]), digits=3) if cell[2] else "",
+                     "paper Γ, CIFAR-2": g2,
+                     "Pearson (%)": float(np.mean(pairs)) if pairs else math.nan, "paper Pearson (%)": pearson,
+                     "test accuracy, 10 classes (%)": hmr.seed_cell([r.metrics["test_accuracy"] for r in cell[10]],
+                                                                    scale=100) if cell[10] else ""})
+    return pd.DataFrame(rows)
+
+
+def show(frame, *, caption: str = "", note: str = ""):
+    """A table of this section as the house shows it."""
+    formats = {c: ".3f" for c in ("paper Γ, CIFAR-10", "paper Γ, CIFAR-2")}
+    formats |= {c: ".0f" for c in ("Pearson (%)", "paper Pearson (%)")}
+    return house_table(frame, formats={c: f for c, f in formats.items() if c in frame.columns},
+                       missing_note="–: fewer than two seeds stored, so no cross-seed correlation",
+                       caption=caption, note=note)
