@@ -93,6 +93,14 @@ def _hacn_mixer(stored: Stored) -> list[Finding]:
     return from_claims(hmr.claims(results), hm.LONG_ID) if results else []
 
 
+def _hacn_mechanism(stored: Stored) -> list[Finding]:
+    from hacn_core.hacn.studies import code_recipe as cr
+    from hacn_core.hacn.studies import code_recipe_report as crr
+
+    results = stored(cr.EXPERIMENT_ID)
+    return from_claims(crr.claims(results), cr.EXPERIMENT_ID) if results else []
+
+
 def _hacn_vit(stored: Stored) -> list[Finding]:
     from hacn_core.hacn.studies import transformer_report as tr
     from hacn_core.hacn.studies import vit as hv
@@ -235,6 +243,7 @@ class Source:
 
 SOURCES: tuple[Source, ...] = (
     Source("hacn_02_mixer", _hacn_mixer),
+    Source("hacn_06_mechanism", _hacn_mechanism),
     Source("hacn_04_vit", _hacn_vit),
     Source("hacn_05_decoder", _hacn_decoder),
     Source("gates_02_cifar", _gates_cifar),

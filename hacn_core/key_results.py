@@ -38,9 +38,9 @@ KEY: dict[str, tuple[tuple[str, str], ...]] = {
     "H-ACN": (
         ("hacn/fig2a/layerwise-accuracy", "final accuracy"),
         ("hacn/fig2a/layerwise-accuracy", "H-ACN auto-compression"),
-        ("hacn/table3/cifar10-gamma", "Eq. 2"),
-        ("hacn/table3/cifar10-gamma", "the public code's rule"),
-        ("hacn/sec4/alpha-correlation-mixer-cifar10", "Eq. 2"),
+        ("hacn/table3/cifar10-gamma", "Eq. 2, the paper's recipe"),
+        ("hacn/table3/cifar10-gamma", "the code's rule, the paper's recipe"),
+        ("hacn/sec4/alpha-correlation-mixer-cifar10", "Eq. 2, the paper's recipe"),
         ("hacn/fig3c/vit-noise0.3-hacn", ""),
         ("hacn/fig4a/owt2-layerwise-ppl", ""),
         ("hacn/fig4/owt2-final-ppl-hacn", ""),

@@ -252,3 +252,31 @@ def test_sign_test_over_layers_by_hand():
     five_up = np.array([1.0] * 5 + [-1.0] * 10)  # the majority (10 down) or more: 2 * (C(15,10)+...+C(15,15)) / 2^15
     assert sign_test(five_up) == pytest.approx(2 * sum(math.comb(15, k) for k in range(10, 16)) / 2**15)
     assert sign_test(np.array([1.0, -1.0])) == 1.0 and math.isnan(sign_test(np.zeros(3)))
+
+
+def test_the_reading_reports_the_tables_numbers_and_picks_its_conclusions_by_them():
+    from hacn_core.hacn.studies import mechanism_report as report
+
+    steps = 200
+    runs = []
+    for seed in range(4):  # 4 seeds x 2 inner layers: all 8 moving up is a sign test p of 2 / 2^8
+        noise = torch.randn(steps, 3, generator=torch.Generator().manual_seed(seed))
+        up = (noise + torch.tensor([-1.0, -1.0, 0.0])).tolist()  # both inner layers pushed up
+        flat = (noise - noise.mean(0) + torch.tensor([0.05, -0.05, 0.0])).tolist()  # one up, one down
+        runs += [_fake_run(seed, up, "hacn_code_mixer"), _fake_run(seed, flat, "hacn"),
+                 _fake_run(seed, up, "hacn_split_gain")]
+        one = _fake_run(seed, (noise + torch.tensor([1.0, 1.0, 0.0])).tolist(), "hacn")  # μ 1, pushed down
+        one.config["alpha_mu"] = 1.0
+        runs.append(one)
+    for r in runs:  # the split-gain rule's b_i: the same sums as its a_i
+        if r.config["rule"] == "hacn_split_gain":
+            r.curves |= {k.replace("/alpha/", "/beta/").replace(".alpha.", ".beta."): v for k, v in list(r.curves.items())
+                         if "/alpha/" in k or ".alpha." in k}
+    text = report.reading(runs)
+    stats = report.statistics_table(runs)
+    code = stats[stats["rule"] == "code rule"].iloc[0]
+    assert f"{code['moved up (%)']:.0f}% of the layers end above their start" in text
+    assert f"{code['SNR']:.3f} under the public rule" in text
+    assert "In short" in text  # the code rule's layers all moved up, Eq. 2's did not share a sign
+    assert "A larger start gives Eq. 2's weights a direction" in text and "move down" in text
+    assert report.reading([r for r in runs if r.config["rule"] != "hacn_split_gain"]) == ""  # a variant missing

@@ -59,8 +59,6 @@ def corners(long_results: Sequence[RunResult], recipe_results: Sequence[RunResul
     for recipe, runs in (("paper", full), ("code", whole)):
         for rule in cr.RULES:
             cell = {k: hmr.cell_runs(runs, rule=rule, alpha_mu=0.25, num_classes=k) for k in (10, 2)}
-            if recipe == "code":
-                cell = {k: [r for r in v if r.config["epochs"] == mixer.LONG_EPOCHS or k == 2] for k, v in cell.items()}
             if cell[10] or cell[2]:
                 out[(rule, recipe)] = cell
     return out

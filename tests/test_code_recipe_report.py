@@ -1,0 +1,60 @@
+"""The report of the public code's whole recipe (``hacn-code-recipe``): the four corners of rule x recipe, each
+judged on Table 3's Gamma, the task-difficulty claim and Sec. 4's correlation, by hand on runs with known values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hacn_core.engine.results import RunResult
+from hacn_core.hacn.studies import code_recipe as cr
+from hacn_core.hacn.studies import code_recipe_report as crr
+from hacn_core.hacn.studies import mixer_report as hmr
+
+
+def run(rule: str, k: int, seed: int, gamma: float, alphas: list[float], recipe: bool) -> RunResult:
+    config = cr.make_config(rule, seed, num_classes=k) if recipe else \
+        cr.mixer.make_config(rule, seed, num_classes=k, train_subset=None, epochs=30, record_every_steps=50)
+    return RunResult(cr.EXPERIMENT_ID if recipe else cr.mixer.LONG_ID, config, f"{rule}{k}{seed}{recipe}", seed,
+                     {"gamma": gamma, "test_accuracy": 0.9}, {"alpha_final": alphas})
+
+
+def test_the_corners_are_judged_by_the_mixer_chapters_rules():
+    base = list(np.linspace(0.2, 0.6, 16))
+    recipe = []
+    for seed, wiggle in enumerate((0.0, 0.01, -0.01)):  # the code's rule: Γ at Table 3's values, seeds agree
+        recipe.append(run("hacn_code_mixer", 10, seed, 0.428 + wiggle, [a + wiggle for a in base], True))
+        recipe.append(run("hacn_code_mixer", 2, seed, 0.326 + wiggle, base, True))
+        recipe.append(run("hacn", 10, seed, 0.25 + wiggle, list(np.random.default_rng(seed).normal(0.25, 0.1, 16)),
+                          True))
+    frame = crr.claims(recipe)
+    rows = {(r["under"], next(c for c in crr.CLAIMS if r["claim"].startswith(c))): r for r in frame.attrs["ledger"]}
+    code = "the code's rule, the public code's recipe"
+    eq2 = "Eq. 2, the public code's recipe"
+    assert rows[(code, crr.CLAIMS[0])]["holds"] is True and rows[(code, crr.CLAIMS[1])]["holds"] is True
+    assert rows[(code, crr.CLAIMS[2])]["holds"] is True  # 0.428 vs 0.326, interval above 0
+    assert rows[(code, crr.CLAIMS[3])]["holds"] is True and rows[(code, crr.CLAIMS[3])]["values"][0] > 99
+    assert rows[(eq2, crr.CLAIMS[0])]["holds"] is False  # 0.25 is far outside 0.428 ± 0.05
+    assert (eq2, crr.CLAIMS[1]) not in rows  # no 2-class run: not judged
+    assert rows[(eq2, crr.CLAIMS[3])]["holds"] is False
+    assert rows[(code, crr.CLAIMS[0])]["items"] == ("hacn/table3/cifar10-gamma",)
+    # the paper's recipe's corners are the Mixer chapter's; their labels name the same rule and recipe
+    assert crr.under(("hacn", "paper")) == hmr.EQ2_PAPER_RECIPE
+    assert crr.under(("hacn_code_mixer", "paper")) == hmr.CODE_RULE_PAPER_RECIPE
+    long = [run("hacn", 10, s, 0.247, list(np.random.default_rng(9 + s).normal(0.25, 0.1, 16)), False)
+            for s in range(3)]
+    summary = crr.summary_table(long, recipe).set_index("claim")
+    assert summary.loc[crr.CLAIMS[0], code] == "holds"
+    assert summary.loc[crr.CLAIMS[0], hmr.EQ2_PAPER_RECIPE] == "does not hold"
+    assert summary.loc[crr.CLAIMS[1], hmr.CODE_RULE_PAPER_RECIPE] == "not run"
+    numbers = crr.numbers_table(long, recipe)
+    assert list(numbers["rule"]) == ["Eq. 2", "Eq. 2", "the code's rule"]
+    assert numbers.iloc[2]["Pearson (%)"] == pytest.approx(100.0)
+
+
+def test_only_the_whole_recipe_counts_as_the_public_codes_recipe():
+    whole = run("hacn", 10, 0, 0.3, [0.3] * 16, True)
+    part = run("hacn", 10, 1, 0.3, [0.3] * 16, True)
+    part.config.pop("autoaugment")
+    found = crr.corners([], [whole, part])
+    assert [r.seed for r in found[("hacn", "code")][10]] == [0]
