@@ -149,3 +149,16 @@ def test_offline_mirror_loads_through_standard_loaders(tmp_path):
     mutag = data.load_tudataset("MUTAG", root=root, download=False)
     assert len(mutag) == 188 and mutag.num_classes == 2
     assert not any(p.name == "processed" for p in MIRROR.rglob("*"))  # the mirror stays read-only
+
+
+@pytest.mark.data
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="offline data mirror ../shared/data not present")
+@pytest.mark.parametrize("name", ["MNIST", "FashionMNIST"])
+def test_idx_files_read_directly_equal_torchvisions_datasets(tmp_path, name):
+    """image_tensors reads MNIST / Fashion-MNIST's IDX bytes itself (importing torchvision costs seconds in
+    every process): the same images and labels, bit for bit, as torchvision's dataset classes hold."""
+    root = link_mirror(MIRROR, tmp_path / "data")
+    x, y = data.image_tensors(name, train=False, root=root, download=False)
+    ds = data.load_image_dataset(name, train=False, root=root, download=False)  # torchvision's class
+    assert torch.equal(x, ds.data.unsqueeze(1).float() / 255.0) and torch.equal(y, ds.targets)
+    assert (x.dtype, y.dtype, x.is_contiguous()) == (torch.float32, torch.int64, True)

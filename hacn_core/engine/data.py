@@ -304,6 +304,21 @@ def check_idx_split(name: str, train: bool, root: str | os.PathLike[str] | None 
         )
 
 
+def _idx_split(name: str, train: bool, base: Path) -> tuple[Tensor, Tensor]:
+    """One split of MNIST / Fashion-MNIST from its IDX files under the data root ``base``: images ``uint8``
+    (N, H, W) and labels ``int64`` (N,), the arrays torchvision's ``MNIST`` / ``FashionMNIST`` hold as
+    ``data`` / ``targets`` (tested), checked first (:func:`check_idx_split`)."""
+    check_idx_split(name, train, base)
+    prefix = "train" if train else "t10k"
+    out = []
+    for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
+        path = base / _spec(name).folder / f"{prefix}-{kind}"
+        shape = idx_shape(path, name)
+        raw = np.fromfile(path, dtype=np.uint8, offset=4 + 4 * len(shape))  # big-endian header, then the bytes
+        out.append(torch.from_numpy(raw.reshape(shape)))
+    return out[0], out[1].long()
+
+
 def load_image_dataset(
     name: str, train: bool = True, root: str | os.PathLike[str] | None = None, download: bool | None = None, **kwargs: Any
 ):
@@ -327,6 +342,9 @@ def image_tensors(
     models that want normalisation do it themselves. Small enough to keep on the
     device for the in-memory training path.
     """
+    if name in ("MNIST", "FashionMNIST"):  # IDX files, read directly: torchvision's import alone costs seconds
+        images, labels = _idx_split(name, train, ensure_dataset(name, root, download))
+        return images.unsqueeze(1).contiguous().float().div_(255.0), labels
     ds = load_image_dataset(name, train, root, download)
     data = ds.data
     images = torch.as_tensor(np.asarray(data))
