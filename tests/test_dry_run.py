@@ -61,7 +61,10 @@ NO_MODEL = {"exact-checks", "awnn-step-cost", "awnn-step-cells", "awnn-step-cell
 # another init of the same scalars, in two groups (with and without DepthLN's one scalar per layer): the group
 # without DepthLN stands for both. The gated ResNets and WRNs of gates-cifar are dry-run on CIFAR-10 only: CIFAR-100
 # builds the same networks but for a 100-way last layer, and its ten groups took about 15 s.
+# hacn-mixer-long's paper profile is hacn-mixer's own (the converged study differs at the book's scale only):
+# its H-ACN groups stand for the rest, which hacn-mixer dry-runs in full.
 THINNED = {"hacn-decoder": {"rule": "hacn"}, "hacn-vit": {"rule": "hacn"}, "width-connectivity": {"rule": "hacn"},
+           "hacn-mixer-long": {"rule": "hacn"},
            "awnn-text": {"ffn": "adaptive"}, "hacn-decoder-ablations": {"depth_ln": "none"},
            "gates-cifar": {"dataset": "CIFAR10"}}
 
@@ -390,3 +393,8 @@ def test_command_line_errors_are_one_line():
                               cwd=Path(__file__).resolve().parents[1])
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.count("\n") == 1 and expected in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_thinned_converged_mixer_has_the_short_studys_paper_profile():
+    """THINNED's premise for hacn-mixer-long: at the paper's setting it is hacn-mixer, run for run."""
+    assert mixer.LONG.configs["paper"]() == mixer.EXPERIMENT.configs["paper"]()
