@@ -8,6 +8,7 @@
     python -m hacn_core run gates-cifar --profile paper --dry-run   # cost of a profile, trains nothing
     python -m hacn_core run gates-cifar --profile paper --dry-run --data   # one step on the data root's files
     python -m hacn_core run hacn-vit --profile paper --launcher slurm --partition gpu --gpus 1   # a job per missing run
+    python -m hacn_core run hacn-vit --profile book --launcher local --max-jobs 2 --wait   # 2 jobs at a time till done
     python -m hacn_core run gates-mnist --profile book --checkpoint-every 5m     # or 500steps, 60s
     python -m hacn_core status hacn-mixer-long --profile book   # stored, training, paused runs
     python -m hacn_core ledger                    # the reproduction ledger (text)
@@ -195,16 +196,21 @@ def _dry_run(experiment: Experiment, profile: str, where: dict[str, Any], time_s
 def _launch(experiment: Experiment, profile: str, store: Any, where: dict[str, Any], args: argparse.Namespace) -> int:
     """``run --launcher local|slurm``: submit the missing runs as submitit jobs (hacn_core.engine.launch)."""
     from hacn_core import catalog
-    from hacn_core.engine.launch import LaunchError, LaunchOptions, check_launcher, launch
+    from hacn_core.engine.launch import (LaunchError, LaunchOptions, check_launcher, check_options, launch,
+                                         launch_and_wait)
 
     try:
         if check_launcher(args.launcher) == "inline":
-            raise LaunchError("--gpus, --cpus, --tasks, --time-min, --partition and --launch-config go with "
-                              "--launcher local or slurm")
+            raise LaunchError("--gpus, --cpus, --tasks, --time-min, --partition, --max-jobs, --wait and "
+                              "--launch-config go with --launcher local or slurm (--max-jobs and --wait: local)")
         if args.stacked:
             raise LaunchError("--stacked trains in this process: use it with --launcher inline")
         options = LaunchOptions.load(args.launch_config, gpus=args.gpus, cpus=args.cpus, tasks=args.tasks,
-                                     time_min=args.time_min, partition=args.partition)
+                                     time_min=args.time_min, partition=args.partition, max_jobs=args.max_jobs)
+        check_options(args.launcher, options, wait=args.wait)
+        if args.wait:
+            return launch_and_wait(experiment, profile, store=store, where=where, threads=args.threads,
+                                   options=options, lookup=catalog.get)
         jobs = launch(experiment, profile, launcher=args.launcher, store=store, where=where, threads=args.threads,
                       options=options, lookup=catalog.get)
     except LaunchError as err:
@@ -315,6 +321,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                              ("--partition", str, "SLURM partition"),
                              ("--launch-config", str, "TOML file of these job options (the flags win)")):
         run_p.add_argument(flag, type=kind, default=None, help=f"with --launcher local/slurm: {text}")
+    run_p.add_argument("--max-jobs", type=int, default=None, metavar="N",
+                       help="with --launcher local: at most N of the experiment's jobs at once (default: one per "
+                            "missing run, all at once)")
+    run_p.add_argument("--wait", action="store_true",
+                       help="with --launcher local: stay until no run is missing, submitting the next one when a job "
+                            "ends; SIGTERM/SIGINT/SIGHUP pass on to the jobs (each saves its checkpoint), then exit "
+                            "128 + the signal")
     run_p.add_argument("--checkpoint-every", default=None, metavar="EVERY",
                        help="checkpoint every 60s, 5m or 500steps (sets $HACN_CHECKPOINT_EVERY; "
                             "default: every epoch or 60 s, whichever comes first)")
@@ -413,8 +426,8 @@ def _command(args: argparse.Namespace) -> int:
         store = ResultsStore(args.results) if args.results else default_store(profile)
         if store.root.exists() and not store.root.is_dir():
             raise UsageError(f"--results {store.root} is a file, not a results folder")
-        if args.launcher != "inline" or args.launch_config or any(
-                getattr(args, k) is not None for k in ("gpus", "cpus", "tasks", "time_min", "partition")):
+        if args.launcher != "inline" or args.launch_config or args.wait or any(
+                getattr(args, k) is not None for k in ("gpus", "cpus", "tasks", "time_min", "partition", "max_jobs")):
             return _launch(experiment, profile, store, where, args)
         rank0 = launched_world()[1] == 0  # under torchrun every rank returns rank 0's results: print them once
         if store.root == SMOKE_STORE and rank0:

@@ -5,15 +5,21 @@ submitted as jobs: with submitit's ``LocalExecutor`` (processes of this machine)
 result, and a job killed with SIGKILL mid-run resumes, when the command runs again, from its checkpoint
 to the same result as an uninterrupted job; a SLURM submission is checked against submitit's own test
 double of ``sbatch`` / ``sacct`` (``submitit.slurm.test_slurm.mocked_slurm``), the job executed in this
-process as the cluster would.
+process as the cluster would. The waiting local launcher (``--max-jobs N --wait``) runs three runs at
+most two at a time and returns when all are stored; SIGTERM to it mid-run reaches the job, whose trainer
+leaves a checkpoint the run resumes from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import os
 import platform
 import signal
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +29,8 @@ import pytest
 import _interrupt_cli  # tests/_interrupt_cli.py: the toy experiment
 from hacn_core.__main__ import main
 from hacn_core.engine import launch as L
-from hacn_core.engine.results import ResultsStore
+from hacn_core.engine.progress import study_progress
+from hacn_core.engine.results import ResultsStore, run_or_load
 
 TOY = _interrupt_cli.EXPERIMENT
 
@@ -136,10 +143,109 @@ def test_local_jobs_get_gpus_of_their_own():
         L.local_gpus(0, 2, 1)
 
 
+def _controllers(store: ResultsStore) -> int:
+    """How many local jobs of ``store`` run now: submitit's controllers among this process's children."""
+    count = 0
+    for child in _children(os.getpid()):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()  # empty for a zombie: it has ended
+        except OSError:
+            continue
+        count += b"submitit.local._local" in cmdline and str(store.root).encode() in cmdline
+    return count
+
+
+def _quick(config: dict, context) -> dict:
+    """A run that trains nothing: the launcher's jobs, each the cost of a process that imports torch."""
+    time.sleep(0.3)
+    return {"metrics": {"seed": float(config["seed"])}}
+
+
+@contextlib.contextmanager
+def _watching(store: ResultsStore, peak: list[int], marker: Path | None = None):
+    """While the block runs, a thread keeps ``peak[0]``, the most jobs of ``store`` seen at once, and sends
+    this process SIGTERM once ``marker`` exists."""
+    done = threading.Event()
+
+    def watch() -> None:
+        sent = marker is None
+        while not done.is_set():
+            peak[0] = max(peak[0], _controllers(store))
+            if not sent and marker.exists():
+                os.kill(os.getpid(), signal.SIGTERM)
+                sent = True
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    late = signal.signal(signal.SIGTERM, lambda *_: None)  # a SIGTERM after the launcher's return ends no test
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGTERM, late)
+
+
+def test_waiting_launcher_runs_at_most_max_jobs_and_returns_when_every_run_is_stored(tmp_path):
+    """Three runs, at most two jobs at once: the third is submitted when one of the first two ends, and the
+    launcher returns 0 only when all three are stored and no job runs."""
+    runs = [{"seed": seed} for seed in (1, 2, 3)]
+    quick = dataclasses.replace(TOY, id="toy-quick", train=_quick, configs={"smoke": functools.partial(list, runs)})
+    store, peak, lines = ResultsStore(tmp_path / "store"), [0], []
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _quick travels with the jobs
+    try:
+        with _watching(store, peak):
+            assert L.launch_and_wait(quick, "smoke", store=store, options=L.LaunchOptions(max_jobs=2),
+                                     report=lines.append) == 0
+            assert _controllers(store) == 0
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert all(p.state == "stored" for p in study_progress(quick, "smoke", store))
+    assert peak[0] == 2, peak  # the two first jobs at once, never a third beside them
+    submitted = [line.split(" (")[-1] for line in lines if " trains " in line]
+    assert len(submitted) == 3 and submitted[:2] == ["1 running, at most 2 at once)", "2 running, at most 2 at once)"]
+    assert lines[-1].endswith("3 job(s) ended, 3 stored their run; no run left to submit")
+    records = L.read_jobs(store, quick.id)
+    assert len(records) == 3 and {L.job_state(r) for r in records.values()} == {"COMPLETED"}
+    assert L.launch_and_wait(quick, "smoke", store=store, report=lines.append) == 0  # nothing to submit
+    assert "no run to submit" in lines[-1]
+
+
+def test_a_signal_to_the_waiting_launcher_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
+    """SIGTERM to the waiting launcher once its job's run is past step 40: the signal goes on to the job,
+    whose trainer saves its checkpoint and stops; the launcher returns 143 when the job has ended, the run
+    paused there (the job: ENDED), and the run resumes from that checkpoint (two segments)."""
+    short = dict(_interrupt_cli.CONFIG, epochs=2)  # 128 steps
+    one = dataclasses.replace(TOY, configs={"smoke": functools.partial(list, [short])})
+    store, marker, lines = ResultsStore(tmp_path / "store"), tmp_path / "held", []
+    monkeypatch.setenv(_interrupt_cli.HOLD_ENV, f"40:{marker}")  # after step 40: slow steps, a window to signal
+    with _watching(store, [0], marker):
+        assert L.launch_and_wait(one, "smoke", store=store, report=lines.append) == 143
+        assert _controllers(store) == 0
+    assert "stopped by SIGTERM" in lines[-1]
+    (run,) = study_progress(one, "smoke", store)
+    assert run.state == "paused" and run.global_step >= 40, run
+    (record,) = L.read_jobs(store, TOY.id).values()
+    assert L.job_state(record) == "ENDED"
+    log = Path(record["folder"]) / f"{record['job_id']}_0_log.err"
+    assert "training interrupted by SIGTERM" in log.read_text()
+    monkeypatch.delenv(_interrupt_cli.HOLD_ENV)
+    resumed = run_or_load(TOY.id, short, TOY.train, store=store, profile="smoke", progress=False)
+    assert resumed.config_hash == run.config_hash and resumed.provenance["segments"] == 2
+
+
 def test_bad_launcher_values_are_one_line_errors(capsys, tmp_path):
     for args, expected in ((["--launcher", "sge"], "--launcher 'sge' is unknown; allowed: inline, local, slurm"),
                            (["--gpus", "2"], "go with --launcher local or slurm"),
-                           (["--launcher", "local", "--cpus", "0"], "cpus=0: allowed an integer >= 1")):
+                           (["--launcher", "local", "--cpus", "0"], "cpus=0: allowed an integer >= 1"),
+                           (["--launcher", "local", "--max-jobs", "0", "--wait"],
+                            "max_jobs=0: allowed an integer >= 1"),
+                           (["--max-jobs", "2"], "--max-jobs and --wait: local"),
+                           (["--launcher", "slurm", "--max-jobs", "2"],
+                            "max_jobs=2: allowed with --launcher local only; on SLURM the job array's "
+                            "array_parallelism (now 256) caps"),
+                           (["--launcher", "slurm", "--wait"], "--wait: allowed with --launcher local only")):
         assert main(["run", "awnn-tabular-fixed", "--profile", "smoke", "--results", str(tmp_path), *args]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and expected in err, err

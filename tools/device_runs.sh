@@ -2,16 +2,23 @@
 # Train experiments' missing runs on a lent device machine, in one call, before a deadline.
 #
 #   here:       tools/device_runs.sh pack [EXP ...]    # data into .devcarry/ (ignored), results/ hidden;
-#                                                      # EXP's stored runs travel too, so none trains twice
+#                                                      # EXP's stored runs travel too, so none trains twice,
+#                                                      # and submitit, which the device's image lacks
 #   on device:  HACN_GIT_COMMIT=<sha> tools/device_runs.sh DEADLINE_S JOB [JOB ...]
 #   here:       tools/device_runs.sh unpack FILES_AT   # restore results/, copy finished runs into ../runs/<exp>/store
 #
-# JOB is EXPERIMENT:PROFILE:WORKERS:gpu|cpu[:KEY=VALUE,KEY=VALUE] (the last part becomes --where).
-# Workers of one job share its runs through the store's run locks, as tools/train_background.sh's do;
-# a "cpu" worker hides the GPU (CUDA_VISIBLE_DEVICES=), so the machine's CPU cores train beside the GPU.
-# Each worker has one torch thread (HACN_THREADS=1: the same configuration hashes as the runs trained
-# here). At the deadline the workers are stopped: unfinished runs are dropped (their checkpoints stay
-# on the device machine), finished ones come back in $OUT/results.tar with every worker's log in
+# JOB is EXPERIMENT:PROFILE:WORKERS:gpu|cpu[:KEY=VALUE,KEY=VALUE] (the last part becomes --where). Each
+# JOB is one launcher (hacn_core/engine/launch.py), started at once beside the others:
+#   python -m hacn_core run EXPERIMENT --profile PROFILE --launcher local --max-jobs WORKERS --wait \
+#       --gpus 1|0 --checkpoint-every 1m [--where ...]
+# that is, at most WORKERS local jobs at once, each training one run, the next missing run submitted when
+# a job ends. A "gpu" JOB's jobs see the GPU (--gpus 1: on a machine of several GPUs, one each, round
+# robin); a "cpu" JOB's hide it (--gpus 0), so the machine's CPU cores train beside the GPU. Two JOBs of
+# one experiment never take the same run: a run held by a live job or process is not submitted.
+# Each job has one torch thread (HACN_THREADS=1: the same configuration hashes as the runs trained
+# here). At the deadline each launcher gets SIGTERM (timeout) and passes it on to its jobs, whose
+# trainers save their checkpoints; unfinished runs are dropped here (their checkpoints come back, see
+# below), finished ones come back in $OUT/results.tar with every launcher's and job's log in
 # $OUT/logs.tar. Every result records the device it ran on and $HACN_GIT_COMMIT.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +37,10 @@ case "${1:-}" in
       cp -n "$(dirname "$repo")/runs/$exp/store/$exp/"*.json "$carry/store/$exp/" 2>/dev/null || true
       echo "$exp: $(ls "$carry/store/$exp" | wc -l) stored run(s) travel"
     done
+    # the launcher's submitit (pure Python; the device machine's image lacks it): its package travels
+    site=$("${HACN_PYTHON:-$repo/.venv/bin/python}" -c \
+      "import os, submitit; print(os.path.dirname(os.path.dirname(submitit.__file__)))")
+    tar -czf "$carry/submitit.tar.gz" -C "$site" --exclude __pycache__ submitit
     "$repo/tools/device_tree.sh" hide
     du -sh "$carry"; exit 0 ;;
   unpack)
@@ -63,6 +74,10 @@ out=${OUT:-device-out}; mkdir -p "$out/logs"; out=$(cd "$out" && pwd)
 py=${HACN_PYTHON:-python3}
 data=/tmp/hacn-data; store=/tmp/hacn-store; mkdir -p "$data" "$store"
 tar -xzf "$carry/data.tar.gz" -C "$data"
+if ! "$py" -c "import submitit" 2> /dev/null; then  # the launcher's, from pack (its jobs inherit PYTHONPATH)
+  mkdir -p /tmp/hacn-site && tar -xzf "$carry/submitit.tar.gz" -C /tmp/hacn-site
+  export PYTHONPATH=/tmp/hacn-site${PYTHONPATH:+:$PYTHONPATH}
+fi
 [ -d "$carry/store" ] && cp -r "$carry/store/." "$store/"
 # HACN_MPS=1: NVIDIA's multi-process service, so the workers' small kernels share the GPU at once
 [ "${HACN_MPS:-0}" = 1 ] && { nvidia-cuda-mps-control -d && echo "MPS started" || echo "MPS did not start"; }
@@ -77,20 +92,25 @@ done
 pids=()
 for job in "$@"; do
   IFS=: read -r exp profile workers dev where <<< "$job"
-  for i in $(seq 1 "$workers"); do
-    left=$(( deadline - $(date +%s) )); [ "$left" -lt 30 ] && break
-    hide=(); [ "$dev" = cpu ] && hide=(CUDA_VISIBLE_DEVICES=)
-    args=(); [ -n "${where:-}" ] && args=(--where ${where//,/ })
-    log="$out/logs/$exp-$dev-${where//[=,]/_}-$i.log"
-    env "${hide[@]}" HACN_DATA="$data" HACN_THREADS=1 OMP_NUM_THREADS=1 HACN_QUIET=1 \
-      timeout -s TERM -k 20 "$left" "$py" -m hacn_core run "$exp" --profile "$profile" --results "$store" \
-      --checkpoint-every 1m "${args[@]}" > "$log" 2>&1 < /dev/null &
-    pids+=($!)
-    sleep 1  # let this worker take its run's lock before the next one looks
-  done
+  left=$(( deadline - $(date +%s) )); [ "$left" -lt 30 ] && break
+  gpus=0; [ "$dev" = gpu ] && gpus=1
+  args=(); [ -n "${where:-}" ] && args=(--where ${where//,/ })
+  log="$out/logs/$exp-$dev-${where//[=,]/_}.log"
+  hide=(); [ "$dev" = cpu ] && hide=(CUDA_VISIBLE_DEVICES=)  # the launcher of CPU jobs leaves the GPU alone too
+  # SIGTERM at the deadline: the launcher passes it on and waits for its jobs' checkpoints (20 s at most)
+  env "${hide[@]}" HACN_DATA="$data" HACN_THREADS=1 OMP_NUM_THREADS=1 HACN_QUIET=1 \
+    timeout -s TERM -k 20 "$left" "$py" -m hacn_core run "$exp" --profile "$profile" --results "$store" \
+    --launcher local --max-jobs "$workers" --wait --gpus "$gpus" --checkpoint-every 1m "${args[@]}" \
+    > "$log" 2>&1 < /dev/null &
+  pids+=($!)
 done
-echo "started ${#pids[@]} worker(s); deadline in $(( deadline - $(date +%s) )) s"
+echo "started ${#pids[@]} launcher(s); deadline in $(( deadline - $(date +%s) )) s"
 wait "${pids[@]}"
+# jobs a launcher killed at the deadline (timeout -k) left behind: stopped now (each job is a session
+# of its own; submitit's processes name the store's .launch folder)
+left_over=$(pgrep -f "submitit.* $store/.launch/" || true)
+[ -n "$left_over" ] && { echo "stopping jobs left running: $left_over"; kill -KILL $left_over 2>/dev/null || true; }
+[ -d "$store/.launch" ] && (cd "$store" && find .launch -name "*_log.*" -print0 | tar -cf "$out/logs/jobs.tar" --null -T -)
 (cd "$store" && find . -maxdepth 2 -regextype posix-extended -regex '\./[^.][^/]*/[0-9a-f]{16}\.json' -print0 \
   | tar -cf "$out/results.tar" --null -T -)
 # the checkpoints of runs stopped at the deadline come back too (in parts of at most 15 MB, the tool's

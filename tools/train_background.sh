@@ -3,40 +3,45 @@
 #
 #   tools/train_background.sh EXPERIMENT [PROFILE] [WORKERS]      # e.g. hacn-mixer-long book 2
 #   tools/train_background.sh hacn-vit,hacn-decoder,hacn-mixer-long book 2   # a queue, in this order
-#   HACN_RUN_ARGS="--stacked --where depth=50" tools/train_background.sh gates-keras paper 1
+#   HACN_RUN_ARGS="--where depth=50" tools/train_background.sh gates-keras paper 1
 #
-# A comma-separated list is a queue: each worker trains the first experiment's free runs, then
-# goes on to the next experiment, so no core idles between studies. Every experiment keeps its own
-# folder ../runs/<experiment> (code, store, logs) as when started alone.
-#
-# Makes (or reuses) a git worktree of the current commit under $HACN_RUNS (default
-# ../runs/<experiment>), so editing the checkout does not change code under a running
-# job, and starts WORKERS (default 2) nice'd processes of
-#   python -m hacn_core run EXPERIMENT --profile PROFILE --checkpoint-every 2m
-# with one torch thread each (plus $HACN_RUN_ARGS, e.g. --stacked or a --where selection). The workers share the runs: a run another worker holds
-# (run.lock) is skipped, so each takes the next free one. Results go to
-# $HACN_RUNS/store (HACN_RESULTS), trained weights to $HACN_RUNS/models
-# (HACN_KEEP_MODELS), logs to $HACN_RUNS/worker<i>.log. The runs already in results/<experiment>
-# are copied into the store first, so they are not trained again. Stopping them (kill, SIGINT,
-# SIGTERM, the end of a session) saves a checkpoint; running this script again resumes
-# every run where it stopped. tools/collect_results.sh copies finished results into
-# results/ of the checkout. To see how far they are:
+# A thin wrapper over the launcher (hacn_core/engine/launch.py). For each experiment it makes (or
+# reuses) a git worktree of the current commit under $HACN_RUNS (default ../runs/<experiment>), so
+# editing the checkout does not change code under a running job, and seeds its store with the runs
+# already in results/<experiment>, so they are not trained again. Then one detached (setsid nohup)
+# process runs, nice'd, for each experiment of the queue in turn, in its worktree:
+#   python -m hacn_core run EXPERIMENT --profile PROFILE --launcher local --max-jobs WORKERS --wait \
+#       --checkpoint-every 2m $HACN_RUN_ARGS
+# that is, at most WORKERS (default 2) local jobs at once, each a process training one run with one
+# torch thread (HACN_THREADS=1), the next missing run submitted when a job ends; the next experiment
+# of the queue starts when none is missing, so no core idles between studies. Results go to
+# $HACN_RUNS/store (HACN_RESULTS), trained weights to $HACN_RUNS/models (HACN_KEEP_MODELS), the
+# launcher's log to $HACN_RUNS/launcher.log, each job's log to $HACN_RUNS/store/.launch/<experiment>/.
+# Stopping the launcher (kill -TERM, -INT or -HUP of its pid; pkill -TERM -f 'hacn_core run EXPERIMENT ')
+# passes the signal on to its jobs, which save a checkpoint and stop, and ends the queue; running this
+# script again resumes every run where it stopped. With --stacked in HACN_RUN_ARGS the experiment's
+# stacked engine trains in the launcher's own process (--launcher inline; WORKERS must be 1).
+# tools/collect_results.sh copies finished results into results/ of the checkout. To see how far
+# they are (with each job's id and state):
 #   python -m hacn_core status EXPERIMENT --profile PROFILE --results $HACN_RUNS/store
 set -euo pipefail
-if [ "${1:-}" = "--worker" ]; then  # one worker: the queue's experiments in order, in the foreground
-  i=$2; queue=$3; profile=$4
+if [ "${1:-}" = "--queue" ]; then  # the detached process: each experiment's launcher in turn, in the foreground
+  queue=$2; profile=$3; workers=$4
   repo=$(cd "$(dirname "$0")/.." && pwd)
   python=${HACN_PYTHON:-$repo/.venv/bin/python}
   data=${HACN_DATA:-$repo/.data}
+  launcher=(--launcher local --max-jobs "$workers" --wait)
+  case " ${HACN_RUN_ARGS:-} " in *" --stacked "*) launcher=(--launcher inline) ;; esac
   IFS=, read -r -a exps <<< "$queue"
   for exp in "${exps[@]}"; do
     runs=${HACN_RUNS:-$(dirname "$repo")/runs/$exp}
     status=0
+    # shellcheck disable=SC2086  # HACN_RUN_ARGS: several flags
     ( cd "$runs/code" && HACN_DATA="$data" HACN_RESULTS="$runs/store" HACN_KEEP_MODELS="$runs/models" HACN_QUIET=1 \
         HACN_THREADS=1 OMP_NUM_THREADS=1 exec nice -n 10 "$python" -m hacn_core run "$exp" --profile "$profile" \
-        --checkpoint-every 2m ${HACN_RUN_ARGS:-} ) >> "$runs/worker$i.log" 2>&1 < /dev/null || status=$?
-    # 130 / 143: stopped by SIGINT / SIGTERM (its checkpoint is saved): the queue stops with it
-    if [ "$status" -eq 130 ] || [ "$status" -eq 143 ]; then exit "$status"; fi
+        "${launcher[@]}" --checkpoint-every 2m ${HACN_RUN_ARGS:-} ) >> "$runs/launcher.log" 2>&1 < /dev/null || status=$?
+    # 129 / 130 / 143: stopped by SIGHUP / SIGINT / SIGTERM (the jobs' checkpoints are saved): the queue stops too
+    case $status in 129|130|143) exit "$status" ;; esac
   done
   exit 0
 fi
@@ -44,8 +49,11 @@ queue=${1:?usage: tools/train_background.sh EXPERIMENT[,EXPERIMENT...] [PROFILE]
 profile=${2:-book}
 workers=${3:-2}
 repo=$(cd "$(dirname "$0")/.." && pwd)
-python=${HACN_PYTHON:-$repo/.venv/bin/python}
 commit=$(git -C "$repo" rev-parse HEAD)
+[[ $workers =~ ^[1-9][0-9]*$ ]] || { echo "WORKERS=$workers: allowed an integer >= 1" >&2; exit 2; }
+case " ${HACN_RUN_ARGS:-} " in *" --stacked "*)
+  [ "$workers" = 1 ] || { echo "--stacked trains in one process: WORKERS must be 1, not $workers" >&2; exit 2; } ;;
+esac
 IFS=, read -r -a exps <<< "$queue"
 if [ -n "${HACN_RUNS:-}" ] && [ "${#exps[@]}" -gt 1 ]; then
   echo "HACN_RUNS names one experiment's folder; a queue keeps each experiment in ../runs/<experiment>" >&2; exit 2
@@ -56,8 +64,10 @@ for exp in "${exps[@]}"; do
   runs=$(runs_of "$exp")
   mkdir -p "$runs"
   if [ -d "$runs/code" ]; then
-    if pgrep -f "hacn_core run $exp " > /dev/null; then
-      echo "workers of $exp are running; stop them first (pkill -TERM -f 'hacn_core run $exp ')" >&2; exit 2
+    # its launcher, or jobs a killed launcher left (submitit's processes name the jobs' folder)
+    if pgrep -f "hacn_core run $exp " > /dev/null || pgrep -f "submitit.* $runs/store/.launch/$exp\$" > /dev/null; then
+      echo "the launcher or jobs of $exp are running; stop them first (pkill -TERM -f 'hacn_core run $exp ')" >&2
+      exit 2
     fi
     git -C "$runs/code" checkout -q --detach "$commit"
   else
@@ -72,9 +82,7 @@ for exp in "${exps[@]}"; do
     done
   fi
 done
-for i in $(seq 1 "$workers"); do
-  # its own session (setsid), so the workers outlive the shell that started them
-  setsid nohup "$0" --worker "$i" "$queue" "$profile" > /dev/null 2>&1 < /dev/null &
-  sleep 10  # let the first worker take its lock before the next one looks
-done
-echo "started $workers worker(s) of ${queue//,/ then } ($profile) at ${commit:0:10}; logs in ../runs/<experiment>/worker*.log"
+# its own session (setsid), so the launcher outlives the shell that started it
+setsid nohup "$0" --queue "$queue" "$profile" "$workers" > /dev/null 2>&1 < /dev/null &
+echo "started the launcher of ${queue//,/ then } ($profile, at most $workers job(s) at once) at ${commit:0:10};" \
+  "logs in ../runs/<experiment>/launcher.log"
