@@ -287,7 +287,7 @@ def reading(runs: Sequence[RunResult]) -> str:
     ]
     if common["code"] and not common["Eq. 2"]:
         out.append("**In short.** Under Eq. 2 from μ 0.25 a residual weight receives one gradient, "
-                   "⟨∂L/∂x_i, x_{i−1}⟩, whose mean is small beside its step-to-step spread and does not share "
+                   "⟨∂L/∂xᵢ, xᵢ₋₁⟩, whose mean is small beside its step-to-step spread and does not share "
                    "a sign across layers and seeds: AdamW turns it into a walk, and Γ stays where the "
                    "initialisation put it. The public rule adds a_i's second job, a gain on the token-mixing "
                    "output, and makes the residual path carry t + x: both push the same way in almost every "
