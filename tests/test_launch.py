@@ -6,8 +6,9 @@ result, and a job killed with SIGKILL mid-run resumes, when the command runs aga
 to the same result as an uninterrupted job; a SLURM submission is checked against submitit's own test
 double of ``sbatch`` / ``sacct`` (``submitit.slurm.test_slurm.mocked_slurm``), the job executed in this
 process as the cluster would. The waiting local launcher (``--max-jobs N --wait``) runs three runs at
-most two at a time and returns when all are stored; SIGTERM to it mid-run reaches the job, whose trainer
-leaves a checkpoint the run resumes from.
+most two at a time and returns when all are stored; SIGTERM to it reaches its job, which stops, and
+nothing more is submitted; with ``-m extended``, the job is a training whose trainer leaves a
+checkpoint the run resumes from.
 """
 
 from __future__ import annotations
@@ -155,10 +156,28 @@ def _controllers(store: ResultsStore) -> int:
     return count
 
 
+QUICK_STARTED = "TOY_QUICK_STARTED"  # a file the quick run creates when it starts (a signal lands in the run)
+
+
 def _quick(config: dict, context) -> dict:
-    """A run that trains nothing: the launcher's jobs, each the cost of a process that imports torch."""
-    time.sleep(0.3)
+    """A run that trains nothing (it sleeps ``sleep_s``): the launcher's jobs, each the cost of a process
+    that imports torch."""
+    if os.environ.get(QUICK_STARTED):
+        Path(os.environ[QUICK_STARTED]).touch()
+    time.sleep(config.get("sleep_s", 0.3))
     return {"metrics": {"seed": float(config["seed"])}}
+
+
+def _quick_experiment(runs: list[dict]):
+    return dataclasses.replace(TOY, id="toy-quick", train=_quick, configs={"smoke": functools.partial(list, runs)})
+
+
+@pytest.fixture
+def quick_by_value():
+    """The quick run's function travels inside the pickled job (the job's process cannot import tests/)."""
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 @contextlib.contextmanager
@@ -187,20 +206,15 @@ def _watching(store: ResultsStore, peak: list[int], marker: Path | None = None):
         signal.signal(signal.SIGTERM, late)
 
 
-def test_waiting_launcher_runs_at_most_max_jobs_and_returns_when_every_run_is_stored(tmp_path):
+def test_waiting_launcher_runs_at_most_max_jobs_and_returns_when_every_run_is_stored(tmp_path, quick_by_value):
     """Three runs, at most two jobs at once: the third is submitted when one of the first two ends, and the
     launcher returns 0 only when all three are stored and no job runs."""
-    runs = [{"seed": seed} for seed in (1, 2, 3)]
-    quick = dataclasses.replace(TOY, id="toy-quick", train=_quick, configs={"smoke": functools.partial(list, runs)})
+    quick = _quick_experiment([{"seed": seed} for seed in (1, 2, 3)])
     store, peak, lines = ResultsStore(tmp_path / "store"), [0], []
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _quick travels with the jobs
-    try:
-        with _watching(store, peak):
-            assert L.launch_and_wait(quick, "smoke", store=store, options=L.LaunchOptions(max_jobs=2),
-                                     report=lines.append) == 0
-            assert _controllers(store) == 0
-    finally:
-        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    with _watching(store, peak):
+        assert L.launch_and_wait(quick, "smoke", store=store, options=L.LaunchOptions(max_jobs=2),
+                                 report=lines.append) == 0
+        assert _controllers(store) == 0
     assert all(p.state == "stored" for p in study_progress(quick, "smoke", store))
     assert peak[0] == 2, peak  # the two first jobs at once, never a third beside them
     submitted = [line.split(" (")[-1] for line in lines if " trains " in line]
@@ -212,6 +226,27 @@ def test_waiting_launcher_runs_at_most_max_jobs_and_returns_when_every_run_is_st
     assert "no run to submit" in lines[-1]
 
 
+def test_a_signal_to_the_waiting_launcher_stops_its_job_and_submits_nothing_more(tmp_path, monkeypatch,
+                                                                                 quick_by_value):
+    """Two runs of two minutes, one job at a time; SIGTERM to the launcher once the first has started: the
+    signal goes on to the job, which ends at once (ENDED, nothing stored), the second run is never
+    submitted, and the launcher returns 143."""
+    slow = _quick_experiment([{"seed": seed, "sleep_s": 120} for seed in (1, 2)])
+    store, marker, lines = ResultsStore(tmp_path / "store"), tmp_path / "started", []
+    monkeypatch.setenv(QUICK_STARTED, str(marker))
+    started = time.monotonic()
+    with _watching(store, [0], marker):
+        assert L.launch_and_wait(slow, "smoke", store=store, options=L.LaunchOptions(max_jobs=1),
+                                 report=lines.append) == 143
+        assert _controllers(store) == 0
+    assert time.monotonic() - started < 110  # the job did not sleep its two minutes
+    assert "stopped by SIGTERM" in lines[-1] and sum(" trains " in line for line in lines) == 1
+    (record,) = L.read_jobs(store, slow.id).values()
+    assert L.job_state(record) == "ENDED"
+    assert [p.state for p in study_progress(slow, "smoke", store)] == ["not started", "not started"]
+
+
+@pytest.mark.extended  # a fit job (torch._dynamo's import: some 15 CPU-seconds); CI checks the stop above
 def test_a_signal_to_the_waiting_launcher_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
     """SIGTERM to the waiting launcher once its job's run is past step 40: the signal goes on to the job,
     whose trainer saves its checkpoint and stops; the launcher returns 143 when the job has ended, the run
