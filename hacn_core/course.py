@@ -46,7 +46,7 @@ CHAPTERS: dict[str, tuple[str, ...]] = {
     "hacn_03_budgets": ("hacn-mixer-cost", "hacn-mixer-long"),
     "hacn_04_vit": ("hacn-vit",),
     "hacn_05_decoder": ("hacn-decoder", "hacn-decoder-ablations", "hacn-vit"),
-    "hacn_06_mechanism": ("hacn-mechanism", "hacn-mixer-cost", "hacn-mixer-long"),
+    "hacn_06_mechanism": ("hacn-mechanism", "hacn-mixer-cost", "hacn-mixer-long", "hacn-code-recipe"),
     "awnn_01_width": ("awnn-kaiming-plus",),
     "awnn_02_tabular": ("awnn-tabular-adaptive", "awnn-tabular-fixed"),
     "awnn_03_compress": ("awnn-compress",),
