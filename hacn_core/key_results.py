@@ -96,18 +96,19 @@ def _finding(row: LedgerRow, under: str) -> KeyFinding | None:
     claims = [c for c in a.claims if c.under == under] if under else list(a.claims)
     if claims:
         c = claims[0]
-        return KeyFinding(item.paper, item.id, c.claim, c.verdict, c.evidence, _analogue_scale(row), href)
+        return KeyFinding(item.paper, item.id, c.claim, c.verdict, c.evidence, _analogue_scale(row, under), href)
     what = f"{item.item}: {item.quantity}" + (f", under {under}" if under else "")
     return KeyFinding(item.paper, item.id, what, "shown",
                       f"paper {paper_text(item)}, ours {analogue_text(row)}",
                       _analogue_scale(row), href)
 
 
-def _analogue_scale(row: LedgerRow) -> str:
+def _analogue_scale(row: LedgerRow, under: str = "") -> str:
     """Where an analogue finding holds: the chapter's offline analogue, named by the chapter (its setting is
-    the chapter's first section)."""
+    the chapter's first section), and the rule and recipe it holds under when the chapter judges the item
+    under several."""
     chapter = chapter_title(row.item.book.chapter) if row.item.book else row.analogue.experiment
-    return f"the offline analogue of the chapter “{chapter}”"
+    return f"the offline analogue of the chapter “{chapter}”" + (f", under {under}" if under else "")
 
 
 def key_findings(rows: Sequence[LedgerRow], key: dict[str, tuple[tuple[str, str], ...]] = KEY) -> list[KeyFinding]:

@@ -106,3 +106,16 @@ def test_paper_beside_ours_tables_show_the_ledgers_numbers(rows):
     corr = hmr.seed_correlations(hmr.split_budgets(long)[0])  # the full budget, as the chapter
     assert np.mean(rows[hmr.PEARSON_MIXER].analogue.values) == pytest.approx(
         float(corr.loc["without a_L", "mean Pearson (%)"]))
+
+
+def test_key_findings_judged_under_several_rules_say_which(rows):
+    """Table 3's Γ and Sec. 4's correlation are judged per rule and recipe: the key-results page says under
+    which, the words the chapter's claims carry (mixer_report's labels)."""
+    from hacn_core.hacn.studies import mixer_report as hmr
+    from hacn_core.key_results import KEY, key_findings
+
+    found = {(f.item, f.scale.rsplit(", under ", 1)[-1]): f for f in key_findings(list(rows.values()))}
+    for item_id, under in KEY["H-ACN"]:
+        if under in (hmr.EQ2_PAPER_RECIPE, hmr.CODE_RULE_PAPER_RECIPE):
+            f = found[(item_id, under)]
+            assert f.scale.endswith(f", under {under}") and f.verdict in ("holds", "does not hold", "cannot be told")
