@@ -227,6 +227,19 @@ def results_frame(results: Sequence[RunResult]):
     return frame.sort_values(["init", "seed"]).reset_index(drop=True)
 
 
+#: the per-run table's columns as the chapter shows them (the summary table's names, units where they have one)
+RUN_COLUMNS: dict[str, str] = {
+    "epochs_to_converge": "epochs to converge", "best_epoch": "best epoch (val)",
+    "final_train_loss": "final train loss", "final_train_acc": "final train acc", "final_test_acc": "final test acc",
+    "test_acc": "test acc (best val)", "final_total_width": "final total width", "wall_s": "wall time (s)",
+}
+#: one precision per kind of quantity in the per-run table (accuracies as fractions, as the summary shows them)
+RUN_FORMATS: dict[str, str] = {
+    "final train acc": ".3f", "final test acc": ".3f", "test acc (best val)": ".3f", "final train loss": ".4g",
+    "final total width": ",.0f", "wall time (s)": ",.0f", "epochs to converge": ",.0f", "best epoch (val)": ",.0f",
+}
+
+
 def _stack(results: Sequence[RunResult], key: str) -> tuple[np.ndarray, np.ndarray]:
     xs = "record_epoch" if key != "train_loss" else "epoch"
     n = min(len(r.curves[key]) for r in results)
