@@ -60,21 +60,6 @@ def test_text_is_escaped():
     assert "a &lt; b &amp; c" in html
 
 
-def test_stored_summary_says_how_much_of_a_study_is_stored():
-    from types import SimpleNamespace
-
-    from hacn_core.engine.tables import stored_summary
-
-    assert stored_summary([], 9) == "none of the 9 runs of this profile is stored yet"
-    runs = [SimpleNamespace(seed=s, provenance={"device": "cpu"}) for s in (2, 0, 2)]
-    runs.append(SimpleNamespace(seed=1, provenance={}))
-    assert stored_summary(runs, 9) == ("4 of 9 runs stored (seeds 0, 1, 2), trained on cpu (3 runs); "
-                                       "device not recorded (1 run)")
-    assert stored_summary(runs[:3], 9) == "3 of 9 runs stored (seeds 0, 2), trained on cpu"
-    resumed = SimpleNamespace(seed=0, provenance={"device": "cuda: H100; cpu: EPYC"})  # begun on one, ended on another
-    assert stored_summary([resumed, resumed], 2).endswith("trained on cuda: H100, then cpu: EPYC")
-
-
 def test_device_label_names_the_gpu_model_and_tells_cpus_apart_by_cores():
     from hacn_core.engine.tables import device_label
 
@@ -115,3 +100,15 @@ def test_a_table_of_many_columns_is_set_in_a_smaller_type_and_a_narrow_one_is_no
     width = {name: 16 * size * (0.6 * 84 + 2 * pad * 12) for name, size, pad in LAYOUTS}
     assert width["house"] > 0.97 * COLUMN_PX >= width["house compact"]
     assert _layout(heads, cells, [True] * 12) == "house compact"
+
+
+def test_devices_summary_counts_runs_per_device_and_reads_a_resumed_run_in_order():
+    from types import SimpleNamespace
+
+    from hacn_core.engine.tables import devices_summary
+
+    runs = [SimpleNamespace(provenance={"device": "cpu"}) for _ in range(3)] + [SimpleNamespace(provenance={})]
+    assert devices_summary(runs) == "cpu (3 runs); device not recorded (1 run)"
+    assert devices_summary(runs[:3]) == "cpu"
+    resumed = SimpleNamespace(provenance={"device": "cuda: H100; cpu: EPYC"})  # begun on one, ended on another
+    assert devices_summary([resumed, resumed]) == "cuda: H100, then cpu: EPYC"

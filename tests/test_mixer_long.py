@@ -192,7 +192,7 @@ def test_coverage_table_counts_planned_and_stored_seeds():
     stored = [_run("resnet", 0), _run("resnet", 2), _run("hacn", 1)]
     table = hmr.coverage_table(planned, stored).set_index(["architecture", "classes"])
     assert table.loc[("ResNet", 10), "seeds planned"] == 3 and table.loc[("ResNet", 10), "stored"] == "0, 2"
-    assert table.loc[("H-ACN", 10), "seeds stored"] == 1 and table.loc[("H-ACN", 2), "stored"] == "none yet"
+    assert table.loc[("H-ACN", 10), "seeds stored"] == 1 and table.loc[("H-ACN", 2), "stored"] == "none"
     assert len(table) == 4
 
 

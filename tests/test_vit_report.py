@@ -128,7 +128,7 @@ def test_coverage_counts_planned_and_stored_seeds():
     table = tr.coverage_table(planned, stored).set_index("architecture")
     assert table.loc["ResNet", "seeds planned"] == 3 and table.loc["ResNet", "stored"] == "0, 2"
     assert table.loc["H-ACN", "init of a"] == "N(0.25, 0.005)" and table.loc["H-ACN", "seeds stored"] == 1
-    assert table.loc["ACN", "stored"] == "none yet" and table.loc["ACN", "budget"] == f"{hv.BOOK_EPOCHS} epochs"
+    assert table.loc["ACN", "stored"] == "none" and table.loc["ACN", "budget"] == f"{hv.BOOK_EPOCHS} epochs"
     assert list(table["DepthLN"]) == ["no", "yes", "yes"]  # Eq. 7 in the ACN family only (footnote 3)
 
 

@@ -78,8 +78,8 @@ def coverage_table(planned: Sequence[Mapping[str, Any]], results: Sequence[Any],
     cell counts (a seed; for a cross-validated grid, a fold). A unit is stored when every
     planned configuration of it in that cell is, matched by configuration hash (the
     execution entries of a filed configuration aside). Columns: the cell's,
-    ``<unit_name> planned``, ``<unit_name> stored``, ``stored`` (which units, or "none
-    yet"), and, where a unit holds several configurations, ``runs stored`` ("k of n").
+    ``<unit_name> planned``, ``<unit_name> stored``, ``stored`` (which units, or
+    "none"), and, where a unit holds several configurations, ``runs stored`` ("k of n").
     One row per cell, in the order ``planned`` first names it.
     """
     import pandas as pd
@@ -99,7 +99,7 @@ def coverage_table(planned: Sequence[Mapping[str, Any]], results: Sequence[Any],
     for key, units in cells.items():
         done = [u for u, flags in units.items() if all(flags)]
         row = dict(columns[key]) | {f"{unit_name} planned": len(units), f"{unit_name} stored": len(done),
-                                    "stored": ", ".join(str(u) for u in sorted(done)) or "none yet"}
+                                    "stored": ", ".join(str(u) for u in sorted(done)) or "none"}
         if several:
             flags = [f for fs in units.values() for f in fs]
             row["runs stored"] = f"{sum(flags)} of {len(flags)}"
@@ -122,14 +122,6 @@ def device_label(provenance: Mapping[str, Any]) -> str:
         where = f", {cores.group(1)} cores" if cores else ""
         return f"CPU{where}, {threads} thread{'s' if threads != 1 else ''}"
     return device
-
-
-def stored_summary(results: Sequence[Any], planned: int) -> str:
-    """One line on how much of a study is stored: how many of the ``planned`` runs, which seeds, which devices."""
-    if not results:
-        return f"none of the {planned} runs of this profile is stored yet"
-    seeds = ", ".join(str(s) for s in sorted({r.seed for r in results}))
-    return f"{len(results)} of {planned} runs stored (seeds {seeds}), trained on {devices_summary(results)}"
 
 
 def devices_summary(results: Sequence[Any]) -> str:
