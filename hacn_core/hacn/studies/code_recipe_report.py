@@ -132,13 +132,13 @@ def numbers_table(long_results: Sequence[RunResult], recipe_results: Sequence[Ru
     for corner, cell in corners(long_results, recipe_results).items():
         pairs = hmr.pair_pearsons(cell[10])
         rows.append({"rule": RULE_LABELS[corner[0]], "recipe": RECIPE_LABELS[corner[1]].removeprefix("the "),
-                     "Γ, 10 classes": hmr.seed_cell(_gammas(cell[10]), digits=3) if cell[10] else "",
+                     "Γ, 10 classes": hmr.seed_cell(_gammas(cell[10]), digits=3) if cell[10] else None,
                      "paper Γ, CIFAR-10": g10,
-                     "Γ, 2 classes": hmr.seed_cell(_gammas(cell[2]), digits=3) if cell[2] else "",
+                     "Γ, 2 classes": hmr.seed_cell(_gammas(cell[2]), digits=3) if cell[2] else None,
                      "paper Γ, CIFAR-2": g2,
                      "Pearson (%)": float(np.mean(pairs)) if pairs else math.nan, "paper Pearson (%)": pearson,
                      "test accuracy, 10 classes (%)": hmr.seed_cell([r.metrics["test_accuracy"] for r in cell[10]],
-                                                                    scale=100) if cell[10] else ""})
+                                                                    scale=100) if cell[10] else None})
     return pd.DataFrame(rows)
 
 
@@ -147,5 +147,6 @@ def show(frame, *, caption: str = "", note: str = ""):
     formats = {c: ".3f" for c in ("paper Γ, CIFAR-10", "paper Γ, CIFAR-2")}
     formats |= {c: ".0f" for c in ("Pearson (%)", "paper Pearson (%)")}
     return house_table(frame, formats={c: f for c, f in formats.items() if c in frame.columns},
-                       missing_note="–: fewer than two seeds stored, so no cross-seed correlation",
+                       missing_note="no run of that cell stored, or fewer than two seeds (no cross-seed "
+                                    "correlation)",
                        caption=caption, note=note)

@@ -35,7 +35,7 @@ VARIANT_LABELS: dict[tuple[str, float], str] = {
 #: the scalars a variant's table rows show: ``alpha`` (a_i) for all, ``beta`` (b_i) for the split-gain rule
 SCALAR_LABELS: dict[str, str] = {"alpha": "a (residual)", "beta": "b (gain on t)"}
 Z_95 = 1.96  # two-sided 5% level of the mean-is-zero test
-MISSING_NOTE = ("–: one seed stored, so no cross-seed correlation; or a cell the paper gives no value for "
+MISSING_NOTE = ("one seed stored, so no cross-seed correlation; or a cell the paper gives no value for "
                 "(Table 3 and Sec. 4 give Γ and the 92% for μ 0.25 only)")
 
 
