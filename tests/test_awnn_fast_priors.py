@@ -168,3 +168,37 @@ def test_the_lean_likelihood_path_gives_negative_elbo_bit_for_bit(per_sample):
             ELBOLoss(model, 10)(model(x), y)
         with pytest.raises(ValueError, match="target shape"):
             loss(model(x), wrong(y))
+
+
+def test_a_killed_builds_baton_is_cleared_and_builds_take_turns(tmp_path, monkeypatch):
+    """torch's load() waits forever on the ``lock`` file a killed build leaves; _build clears it under an flock
+    that only a live builder holds (the real compile is not run: load is replaced by a stand-in)."""
+    import fcntl
+    from pathlib import Path
+
+    import torch.utils.cpp_extension as cpp
+
+    from hacn_core.awnn import fast_cpp
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    name = "hacn_awnn_fused_test"
+    build_dir = Path(cpp._get_build_directory(name, False))
+    build_dir.mkdir(parents=True, exist_ok=True)
+    (build_dir / "lock").write_text("")  # what a build killed mid-way leaves
+    seen = {}
+
+    def fake_load(name, sources, extra_cflags, verbose):
+        seen["baton"] = (build_dir / "lock").exists()
+        with open(build_dir.parent / f"{build_dir.name}.hacn-lock") as other:  # another process's attempt
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen["held"] = False
+            except BlockingIOError:
+                seen["held"] = True
+        return "module"
+
+    monkeypatch.setattr(cpp, "load", fake_load)
+    assert fast_cpp._build(name) == "module"
+    assert seen == {"baton": False, "held": True}
+    with open(build_dir.parent / f"{build_dir.name}.hacn-lock") as after:  # released once the build returns
+        fcntl.flock(after, fcntl.LOCK_EX | fcntl.LOCK_NB)

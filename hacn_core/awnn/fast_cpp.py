@@ -113,10 +113,35 @@ def _build(name: str) -> ModuleType:
     level = log.level
     log.setLevel(logging.ERROR)  # its import warns that a CPU-only machine has no CUDA runtime
     try:
-        from torch.utils.cpp_extension import load
-        return load(name=name, sources=[str(SOURCE)], extra_cflags=list(CFLAGS), verbose=False)
+        from torch.utils.cpp_extension import _get_build_directory, load
+
+        build_dir = Path(_get_build_directory(name, False))
+        with _build_guard(build_dir):
+            return load(name=name, sources=[str(SOURCE)], extra_cflags=list(CFLAGS), verbose=False)
     finally:
         log.setLevel(level)
+
+
+@contextmanager
+def _build_guard(build_dir: Path) -> Iterator[None]:
+    """Hold an advisory lock on ``build_dir`` while the extension builds or loads, and clear a stale baton.
+
+    torch's ``load`` marks a build in progress with a ``lock`` file in the build folder and makes every
+    other process wait, polling, until it is gone; a build killed mid-way (Ctrl-C, a time limit, a lost
+    machine) leaves the file, and from then on every process waits forever. Here each build first takes an
+    ``flock`` on ``<build_dir>.hacn-lock``, which the kernel releases when its holder ends however it ends:
+    whoever holds it is the only process of this package building that extension, so a ``lock`` file found
+    then is a killed build's, and is removed."""
+    import fcntl
+
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir.parent / f"{build_dir.name}.hacn-lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # blocks while another process builds; released at its exit
+        try:
+            (build_dir / "lock").unlink(missing_ok=True)  # a killed build's baton
+            yield
+        finally:
+            fcntl.flock(guard, fcntl.LOCK_UN)
 
 
 def module() -> ModuleType | None:
