@@ -149,7 +149,7 @@ def test_images_smoke_runs_end_to_end(tmp_path):
         m, c = r.metrics, r.curves
         best = int(np.argmax(c["val_acc"]))
         assert c["record_epoch"] == [0, 1, 2] and m["best_epoch"] == best and m["test_acc"] == c["test_acc"][best]
-        assert 0.0 <= m["test_acc"] <= 1.0 and m["n_train"] == 256
+        assert 0.0 <= m["test_acc"] <= 1.0 and m["n_train"] == 128
         assert c["trace_step"] == list(range(5))  # 2 epochs of 2 steps, every step
         if r.config["head"] == "adaptive":
             assert m["start_width"] == 116 == c["trace_width"][0]
@@ -190,8 +190,8 @@ def test_graphs_smoke_runs_end_to_end(tmp_path):
 
 @needs_images
 def test_an_image_run_resumed_equals_the_uninterrupted_one(tmp_path, monkeypatch):
-    config = im.image_config("FashionMNIST", "adaptive", 0, 0, epochs=2, milestones=(1,), train_subset=384,
-                             eval_subset=64, trace_every=1)
+    config = im.image_config("FashionMNIST", "adaptive", 0, 0, epochs=2, milestones=(1,), train_subset=192,
+                             eval_subset=64, trace_every=1, batch_size=64)
     ref = resumed_equals_uninterrupted(im, im.train_image_run, config, tmp_path, monkeypatch, kill_at=5)
     assert len(ref["curves"]["trace_step"]) == 7  # 2 epochs of 3 steps, and step 0
 

@@ -57,7 +57,7 @@ Profiles
     the WRN recipe for 10 epochs, with and without dropout 0.3, in the three
     variants, seeds 0 and 1 (12 runs; ``cifar_report.cost_table`` reads their
     time off the runs). ``smoke``: the book's runs at seed 0 for 2 epochs on
-    512 images.
+    256 images.
 
 This module is the study: the setting, the configurations, the training and
 the ``EXPERIMENT`` with its links to the paper's cells. What the chapter
@@ -151,9 +151,9 @@ BOOK_SEEDS: tuple[int, ...] = (0, 1)
 BOOK_EPOCHS = 10
 BOOK_TRAIN_SUBSET = 8000
 SMOKE_EPOCHS = 2
-SMOKE_TRAIN_SUBSET = 512
-SMOKE_CURVE_SUBSET = 256
-SMOKE_TEST_SUBSET = 1000
+SMOKE_TRAIN_SUBSET = 256
+SMOKE_CURVE_SUBSET = 128
+SMOKE_TEST_SUBSET = 256
 
 
 # ----------------------------------------------------------------------------- paper items
@@ -289,7 +289,7 @@ def book_configs() -> list[dict[str, Any]]:
 
 
 def smoke_configs() -> list[dict[str, Any]]:
-    """The book's runs at seed 0, 2 epochs on 512 images, curves on 256, final test on 1,000 (6 runs)."""
+    """The book's runs at seed 0, 2 epochs on 256 images, curves on 128, final test on 256 (6 runs)."""
     return [make_config("FashionMNIST32", m, v, 0, epochs=SMOKE_EPOCHS, train_subset=SMOKE_TRAIN_SUBSET,
                         curve_subset=SMOKE_CURVE_SUBSET, test_subset=SMOKE_TEST_SUBSET)
             for m in BOOK_MODELS for v in VARIANTS]
