@@ -1,6 +1,6 @@
 # hacn-book task runner. The two commands of the README:
 #   make book   build the Jupyter Book into _build/html (renders stored results)
-#   make test   unit tests + every notebook under nbval (smoke profile) + a book build
+#   make test   unit tests + every notebook under nbval (smoke profile), and beside them a book build
 #               (a book build ends with tools/check_pages.py and tools/check_layout.py: a page a reader
 #               should not see, or a table or figure wider than its column at 1400 px, fails it)
 # Both set up the project-local virtual environment (.venv) first; that step is
@@ -58,9 +58,22 @@ book-build:
 TEST_WORKERS ?= auto
 PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -p no:cacheprovider
 
+# The book build runs beside the tests, not after them: its rendering and page checks are mostly one process
+# (a core idles), and the tests' last files keep one worker busy while the other has nothing left; run side by
+# side, each fills the other's idle core. Its log is printed after the tests (and kept in _build/book-build.log);
+# Ctrl-C or a signal to make stops both.
 test: env data
-	$(PYTEST) --durations=15 tests notebooks --nbval-lax
-	$(MAKE) --no-print-directory book-build
+	@mkdir -p _build
+	@set -m; \
+	$(MAKE) --no-print-directory book-build > _build/book-build.log 2>&1 & book=$$!; set +m; \
+	trap 'kill -TERM -- -$$book 2>/dev/null; exit 130' INT TERM HUP; \
+	echo "book build started beside the tests (log: _build/book-build.log)"; \
+	tests=0; $(PYTEST) --durations=15 tests notebooks --nbval-lax || tests=$$?; \
+	built=0; wait $$book || built=$$?; \
+	echo "---- book build (beside the tests) ----"; cat _build/book-build.log; \
+	if [ $$tests -ne 0 ]; then echo "make test: the tests failed (exit $$tests)"; fi; \
+	if [ $$built -ne 0 ]; then echo "make test: the book build failed (exit $$built; log above)"; fi; \
+	exit $$(( tests != 0 ? tests : built ))
 
 unit: env data
 	$(PYTEST) tests
