@@ -60,7 +60,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -197,12 +197,14 @@ def compare(ours: Estimate, paper: float, tolerance: float) -> tuple[str, str]:
 
 
 class _StoredRuns:
-    """The store's runs and the paper-setting hashes of each experiment, read once per ledger."""
+    """The store's runs and the paper-setting hashes of each experiment, read once per ledger, and the study
+    configuration hash of each run, computed once (every link row of an experiment asks for them)."""
 
     def __init__(self, store: ResultsStore) -> None:
         self.store = store
         self._runs: dict[str, list[RunResult]] = {}
         self._paper: dict[str, frozenset[str]] = {}
+        self._study: dict[int, str] = {}  # by id(run): the runs stay alive in self._runs, so ids stay theirs
 
     def runs(self, experiment: Experiment) -> list[RunResult]:
         if experiment.id not in self._runs:
@@ -215,19 +217,31 @@ class _StoredRuns:
             self._paper[experiment.id] = experiment.paper_config_hashes()
         return self._paper[experiment.id]
 
+    def study_hash(self, run: RunResult) -> str:
+        """:func:`study_hash` of one of :meth:`runs`."""
+        if id(run) not in self._study:
+            self._study[id(run)] = study_hash(run)
+        return self._study[id(run)]
+
     def at_paper(self, experiment: Experiment, runs: Iterable[RunResult]) -> list[RunResult]:
         """The runs at the paper's setting (run on any threads or ranks)."""
         hashes = self.paper_hashes(experiment)
-        return [r for r in runs if config_hash(study_config(r.config)) in hashes]
+        return [r for r in runs if self.study_hash(r) in hashes]
 
 
-def one_per_setting(runs: Iterable[RunResult]) -> list[RunResult]:
-    """One run per study configuration: a configuration stored under several executions (other torch
-    threads, several ranks: :func:`~hacn_core.engine.results.study_config`) counts once, preferably the
-    default execution (one thread, one process), else the first file."""
+def study_hash(run: RunResult) -> str:
+    """The hash of a run's study configuration (:func:`~hacn_core.engine.results.study_config`): the same for
+    a configuration stored under any execution (torch threads, ranks)."""
+    return config_hash(study_config(run.config))
+
+
+def one_per_setting(runs: Iterable[RunResult], hash_of: Callable[[RunResult], str] = study_hash) -> list[RunResult]:
+    """One run per study configuration (``hash_of``: :func:`study_hash`, or a cache of it): a configuration
+    stored under several executions (other torch threads, several ranks) counts once, preferably the default
+    execution (one thread, one process), else the first file."""
     chosen: dict[str, RunResult] = {}
     for run in runs:
-        key = config_hash(study_config(run.config))
+        key = hash_of(run)
         if key not in chosen or run.config_hash == key:
             chosen[key] = run
     return list(chosen.values())
@@ -242,7 +256,7 @@ def _link_row(item: PaperItem, experiment: Experiment, link: Link, stored: _Stor
     runs = [r for r in stored.runs(experiment) if matches(r.config, link.where) and link.metric in r.metrics]
     if not runs:
         return LedgerRow(item, None, (), "", "not run", experiment.id, tolerance=link.tolerance)
-    runs = one_per_setting(runs)
+    runs = one_per_setting(runs, stored.study_hash)
     at_paper = stored.at_paper(experiment, runs)
     chosen = at_paper or runs  # never mix paper-setting and scaled runs in one number
     values = tuple(float(r.metrics[link.metric]) * link.scale for r in chosen)
@@ -279,7 +293,7 @@ def _book_row(item: PaperItem, place: Place, experiments: dict[str, Experiment],
     paper_parts, scaled_parts, drawn = [], [], []
     for experiment_id in place.drawn_from:
         experiment = experiments[experiment_id]
-        runs = one_per_setting(stored.runs(experiment))
+        runs = one_per_setting(stored.runs(experiment), stored.study_hash)
         if not runs:
             continue
         at_paper = stored.at_paper(experiment, runs)

@@ -31,6 +31,24 @@ class Estimate:
         return f"{self.mean:.4g} ± {self.half_width:.2g}"
 
 
+def t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t on ``df`` degrees of freedom: ``scipy.stats.t.ppf(q, df)``, bit for bit.
+
+    Inside its domain (``0 < q < 1``, ``df > 0``) that is ``scipy.special.stdtrit(df, q)``, which is what
+    ``t.ppf`` computes there (``* scale + loc`` with scale 1 and loc 0: the ``+ 0.0`` below, which turns a
+    -0.0 into 0.0 as it does). Importing ``scipy.special`` alone costs a fifth of the CPU time of
+    ``scipy.stats`` (about 0.3 s against 1.5 s), which the ledger and every chapter that prints an interval
+    would otherwise pay. Outside the domain ``t.ppf`` itself answers (nan, or +-inf at the ends).
+    """
+    if 0 < q < 1 and df > 0:
+        from scipy.special import stdtrit
+
+        return float(stdtrit(df, q)) + 0.0
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df=df))
+
+
 def estimate(values: Sequence[float], confidence: float = 0.95) -> Estimate:
     """Mean and Student-t confidence half-width of ``values`` (``nan`` width for one value)."""
     x = np.asarray(values, dtype=float)
@@ -38,10 +56,8 @@ def estimate(values: Sequence[float], confidence: float = 0.95) -> Estimate:
         raise ValueError("values must not be empty")
     if x.size == 1:
         return Estimate(float(x[0]), float("nan"), 1)
-    from scipy import stats
-
     sem = x.std(ddof=1) / math.sqrt(x.size)
-    t = stats.t.ppf(0.5 + confidence / 2, df=x.size - 1)
+    t = t_quantile(0.5 + confidence / 2, x.size - 1)
     return Estimate(float(x.mean()), float(t * sem), int(x.size))
 
 
@@ -69,10 +85,8 @@ def difference_from_summary(mean_a: float, std_a: float, n_a: int, mean_b: float
     vx, vy = std_a**2 / n_a, std_b**2 / n_b
     if vx + vy == 0:
         return Estimate(diff, 0.0, n)
-    from scipy import stats
-
     df = (vx + vy) ** 2 / (vx**2 / (n_a - 1) + vy**2 / (n_b - 1))
-    t = stats.t.ppf(0.5 + confidence / 2, df=df)
+    t = t_quantile(0.5 + confidence / 2, df)
     return Estimate(diff, float(t * math.sqrt(vx + vy)), n)
 
 
@@ -100,9 +114,7 @@ def difference_pooled(a: Sequence[float], b: Sequence[float], std: float, df: in
     diff, n = float(x.mean() - y.mean()), int(min(x.size, y.size))
     if df < 1 or not math.isfinite(std):
         return Estimate(diff, float("nan"), n)
-    from scipy import stats
-
-    t = stats.t.ppf(0.5 + confidence / 2, df=df)
+    t = t_quantile(0.5 + confidence / 2, df)
     return Estimate(diff, float(t * std * math.sqrt(1 / x.size + 1 / y.size)), n)
 
 
@@ -174,10 +186,8 @@ def paired_variance_ratio(a: Sequence[float], b: Sequence[float], confidence: fl
     vx, vy = float(x.var(ddof=1)), float(y.var(ddof=1))
     if vx == 0 or vy == 0:
         raise ValueError("a paired variance ratio needs spread in both samples")
-    from scipy import stats
-
     r = float(np.corrcoef(x, y)[0, 1])
-    t = float(stats.t.ppf(0.5 + confidence / 2, df=x.size - 2))
+    t = t_quantile(0.5 + confidence / 2, x.size - 2)
     k = 1 + 2 * (1 - r * r) * t * t / (x.size - 2)
     f, root = vx / vy, math.sqrt(k * k - 1)
     return VarianceRatio(f, f * (k - root), f * (k + root), int(x.size))
