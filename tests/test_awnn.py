@@ -685,8 +685,13 @@ def test_kaiming_plus_keeps_the_expected_activation_scale_within_20_percent_over
     neurons per layer make each layer's variance a noisy estimate), so the claim is checked on
     the mean over 32 draws: every layer within 20% of layer 1 under kaiming+, while under plain
     kaiming the scale falls by more than 1e-3 per layer.
+
+    The spread comes from the weight draws, not from the inputs: each layer's variance is taken over
+    256 inputs x 231 neurons, and 2048 inputs give the same means. At these seeds the largest layer
+    deviates by 5.1% (5.2% with 2048 inputs); over 41 other sets of 32 draws it was 2-15%, once 22%
+    (21% with 2048 inputs): the seeds are fixed, the 20% is not a bound every draw meets.
     """
-    x = torch.randn(2048, 32, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(256, 32, generator=torch.Generator().manual_seed(0))
     mean = {}
     for init in ("kaiming_plus", "kaiming"):
         per_draw = []

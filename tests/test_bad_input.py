@@ -168,14 +168,29 @@ def test_an_unexpected_exception_keeps_its_traceback(monkeypatch, tmp_path):
         main(["run", "toy-broken", "--profile", "smoke", "--results", str(tmp_path)])
 
 
-def test_command_line_in_a_real_process_prints_no_traceback_unless_debug():
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "hacn_core", *args], capture_output=True, text=True, cwd=REPO)
+def _real_process(*args: str) -> subprocess.CompletedProcess:
+    """``python -m hacn_core ARGS`` in a fresh process (a Python start with torch: a few CPU-seconds)."""
+    return subprocess.run([sys.executable, "-m", "hacn_core", *args], capture_output=True, text=True, cwd=REPO)
 
-    done = run("run", "gates-mnist", "--profile", "smoke", "--where", "depth=7")
+
+@pytest.mark.extended
+def test_command_line_in_a_real_process_prints_no_traceback():
+    """A bad ``--where`` in a real process: one line, exit status 2, no traceback.
+
+    A variant of what CI checks in two forms: the same error in process
+    (``test_where_with_a_value_outside_the_grid_lists_the_grid``) and bad input to ``python -m hacn_core``
+    in a real process giving one line, status 2 and no traceback
+    (``tests/test_dry_run.py::test_command_line_errors_are_one_line``)."""
+    done = _real_process("run", "gates-mnist", "--profile", "smoke", "--where", "depth=7")
     assert done.returncode == 2 and done.stdout == ""
     assert "the grid has depth = 2, 10 (numbers)" in _one_error_line(done.stderr)
-    done = run("run", "gates-mnist", "--profile", "smokey", "--debug")
+
+
+def test_command_line_in_a_real_process_prints_a_traceback_with_debug():
+    """``--debug`` in a real process: the interpreter's traceback and exit status 1 (without it: one line,
+    status 2, no traceback: ``test_command_line_in_a_real_process_prints_no_traceback``, and in CI
+    ``tests/test_dry_run.py::test_command_line_errors_are_one_line``)."""
+    done = _real_process("run", "gates-mnist", "--profile", "smokey", "--debug")
     assert done.returncode == 1 and "Traceback (most recent call last)" in done.stderr
     assert "unknown profile 'smokey'" in done.stderr
 

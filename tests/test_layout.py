@@ -11,9 +11,11 @@
 """
 
 import ast
+import functools
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "hacn_core"
@@ -22,17 +24,21 @@ PKG = Path(__file__).resolve().parents[1] / "hacn_core"
 AWNN_BACKBONES: tuple[str, ...] = ("mlp", "conv", "resnet20", "gin", "seq2seq")
 
 
-def _modules() -> dict[str, Path]:
+@functools.cache
+def _modules() -> types.MappingProxyType[str, Path]:
+    """Every module of the package -> its file (read once per session: the tests only read it)."""
     out = {}
     for path in PKG.rglob("*.py"):
         parts = path.relative_to(PKG.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path
-    return out
+    return types.MappingProxyType(out)
 
 
-def _imports(path: Path, module: str) -> list[tuple[str, list[str]]]:
-    """(imported module, names taken) of every import statement, at any depth of the file."""
+@functools.cache
+def _imports(path: Path, module: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(imported module, names taken) of every import statement, at any depth of the file (each file is
+    parsed once per session: parsing the package is most of these tests' time)."""
     found = []
     is_pkg = path.name == "__init__.py"
     tree = ast.parse(path.read_text())
@@ -52,10 +58,10 @@ def _imports(path: Path, module: str) -> list[tuple[str, list[str]]]:
                 found += [(f"hacn_core.{a.name}", []) for a in node.names]
                 continue
             found.append((base, [a.name for a in node.names]))
-    return [(m, names) for m, names in found if m.split(".")[0] == "hacn_core"]
+    return tuple((m, tuple(names)) for m, names in found if m.split(".")[0] == "hacn_core")
 
 
-def _resolve(target: str, names: list[str], modules: dict[str, Path]) -> list[str]:
+def _resolve(target: str, names: tuple[str, ...], modules: types.MappingProxyType[str, Path]) -> list[str]:
     """The modules an import statement loads: ``from pkg import mod`` loads ``pkg.mod``."""
     out = [target]
     out += [f"{target}.{n}" for n in names if f"{target}.{n}" in modules]

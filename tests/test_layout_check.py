@@ -3,8 +3,9 @@ cells are pushed out of the column and a clipped cell fail the check; a page who
 passes it.
 
 The pages are tiny HTML files written here (no book build needed), with the theme's
-``<article class="bd-article">`` as the column. Skipped where Debian's ``chromium`` or Playwright is
-missing (CI installs both: ``.ci/run`` and requirements.txt).
+``<article class="bd-article">`` as the column. One Chromium serves the whole module
+(``check_layout.shared_browser``: each check loads its pages in a new tab of its own). Skipped where
+Debian's ``chromium`` or Playwright is missing (CI installs both: ``.ci/run`` and requirements.txt).
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ PAGES = {
 
 
 @pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium for the module's checks, in-process ones and ``main`` alike (a start costs seconds
+    of CPU); each check still loads its pages in a new tab, in a browser context of its own."""
+    with check_layout.shared_browser(BROWSER) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
 def book(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("html")
     for name, body in PAGES.items():
@@ -71,7 +80,7 @@ def book(tmp_path_factory) -> Path:
     return root
 
 
-def test_over_wide_table_and_figure_and_clipped_cell_fail_and_clean_page_passes(book):
+def test_over_wide_table_and_figure_and_clipped_cell_fail_and_clean_page_passes(chromium, book):
     problems = check_layout.check_book(book, BROWSER)
     by_page = {p.page: p for p in problems}
     assert sorted(by_page) == ["clipped.html", "figure.html", "shifted.html", "wide.html"], problems
@@ -85,7 +94,7 @@ def test_over_wide_table_and_figure_and_clipped_cell_fail_and_clean_page_passes(
     assert str(wide) == f"wide.html: [wide-table] #sec {wide.element}: {wide.width} px wide, column {COLUMN} px"
 
 
-def test_the_column_is_measured_at_the_window_width(tmp_path):
+def test_the_column_is_measured_at_the_window_width(chromium, tmp_path):
     # a column that is 90% of the window: an 800 px table fits at 1400 px, not at 800 px
     (tmp_path / "p.html").write_text(
         '<html><body style="margin:0"><article class="bd-article" style="width:90%">'
@@ -96,14 +105,23 @@ def test_the_column_is_measured_at_the_window_width(tmp_path):
     assert (narrow.rule, narrow.width, narrow.column) == ("wide-table", 800, 720)
 
 
-def test_cli_lists_page_element_and_widths_and_sets_the_exit_status(book, tmp_path):
+def test_cli_lists_page_element_and_widths_and_sets_the_exit_status(chromium, book, tmp_path, capsys):
+    """The command line's report and exit status: the runs that open pages call its ``main`` here, in the module's
+    browser (``sys.exit(main())`` is all the script adds; the book build runs it as a script over every page);
+    those that stop before a browser starts run the script in a real process."""
+
+    def in_process(*args: str) -> subprocess.CompletedProcess:
+        code = check_layout.main(["--browser", BROWSER, *args])
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
     cmd = [sys.executable, str(ROOT / "tools" / "check_layout.py"), "--browser", BROWSER]
-    failed = subprocess.run([*cmd, str(book)], capture_output=True, text=True)
+    failed = in_process(str(book))
     assert failed.returncode == 1, failed.stderr
     assert "wide.html:" in failed.stdout and f"px wide, column {COLUMN} px" in failed.stdout
     assert "4 problems: wide-table 2, wide-figure 1, clipped-cell 1" in failed.stdout
     shots = tmp_path / "shots"
-    passed = subprocess.run([*cmd, "--screenshots", str(shots), str(book / "clean")], capture_output=True, text=True)
+    passed = in_process("--screenshots", str(shots), str(book / "clean"))
     assert passed.returncode == 0 and "1 pages at 1400 px, every table and figure fits" in passed.stdout
     assert (shots / "ok.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # a full-page screenshot of the page
     empty = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True)
@@ -115,7 +133,7 @@ def test_cli_lists_page_element_and_widths_and_sets_the_exit_status(book, tmp_pa
     assert skipped.returncode == 0 and "SKIPPED, no Chromium found" in skipped.stderr  # make book without one
 
 
-def test_house_tables_fit_the_books_column_and_would_not_without_the_house_layout(tmp_path):
+def test_house_tables_fit_the_books_column_and_would_not_without_the_house_layout(chromium, tmp_path):
     """The house table's layouts (hacn_core.engine.tables) in Chromium, in a 784 px column of the theme's font
     (Arial, Debian's Liberation Sans): the widest table of each layout fits; set in the house type without the
     smaller layout, or without its break points, the same table does not."""

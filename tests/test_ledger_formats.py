@@ -11,31 +11,80 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from hacn_core import ledger
 from hacn_core.__main__ import main
-from hacn_core.engine.results import ResultsStore
-from hacn_core.ledger import COLUMNS, ledger_rows, status_counts
+from hacn_core.ledger import COLUMNS, status_counts
 from hacn_core.paper_items import PAPER_ITEMS
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"  # the committed store (tests default to a temporary one)
 
 
-def _cli(capsys, fmt: str) -> str:
-    assert main(["ledger", "--format", fmt, "--results", str(RESULTS)]) == 0
-    return capsys.readouterr().out
-
-
-@pytest.fixture(scope="module")
-def rows():
-    return {r.item.id: r for r in ledger_rows(ResultsStore(RESULTS))}
-
-
-@pytest.fixture(scope="module")
-def csv_text() -> str:
-    """``ledger --format csv`` on the committed store, run once for the module (each run reads every result)."""
+def _ledger_cli(fmt: str) -> str:
+    """What ``python -m hacn_core ledger --format FMT --results results/`` prints."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["ledger", "--format", "csv", "--results", str(RESULTS)]) == 0
+        assert main(["ledger", "--format", fmt, "--results", str(RESULTS)]) == 0
     return out.getvalue()
+
+
+def _is_the_committed_ledger(args: tuple, kwargs: dict) -> bool:
+    """Whether a ``ledger_rows`` call is the CLI's on the committed store, every paper item, with analogues."""
+    store = kwargs.get("store", args[0] if args else None)
+    items = kwargs.get("items", args[1] if len(args) > 1 else PAPER_ITEMS)
+    return (store is not None and Path(store.root) == RESULTS and items is PAPER_ITEMS
+            and kwargs.get("analogues", args[2] if len(args) > 2 else True) is True)
+
+
+@pytest.fixture(scope="module")
+def committed():
+    """``ledger --format csv`` on the committed store, run once for the module (each ledger reads every result),
+    and the ledger rows that very run built (``hacn_core.ledger.ledger_rows`` is watched, not replaced)."""
+    built = []
+
+    def watched(*args, **kwargs):
+        rows = real(*args, **kwargs)
+        if _is_the_committed_ledger(args, kwargs):
+            built.append(rows)
+        return rows
+
+    real = ledger.ledger_rows
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ledger, "ledger_rows", watched)
+        text = _ledger_cli("csv")
+    assert len(built) == 1, "the CSV ledger was not built from the committed store"
+    return built[0], text
+
+
+@pytest.fixture(scope="module")
+def rows(committed):
+    """The committed store's ledger rows by item id (those the CSV was written from)."""
+    return {r.item.id: r for r in committed[0]}
+
+
+@pytest.fixture(scope="module")
+def csv_text(committed) -> str:
+    return committed[1]
+
+
+@pytest.fixture(scope="module")
+def json_text(committed) -> str:
+    """``ledger --format json`` on the committed store, written from the same ledger rows as the CSV: the CLI runs
+    unchanged but its ``ledger_rows`` call on the committed store returns the rows already built (reading
+    every result again would give the same rows)."""
+    real = ledger.ledger_rows
+    served = []
+
+    def reuse(*args, **kwargs):
+        if _is_the_committed_ledger(args, kwargs):
+            served.append(True)
+            return committed[0]
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ledger, "ledger_rows", reuse)
+        text = _ledger_cli("json")
+    assert served == [True]
+    return text
 
 
 def test_csv_loads_with_pandas_one_row_per_item_and_the_ledgers_status_counts(csv_text, rows):
@@ -77,9 +126,9 @@ def test_our_std_is_the_sample_std_of_the_runs_not_the_interval(csv_text, rows):
     assert len(single) and single["our std"].isna().all()  # one run has no spread
 
 
-def test_json_round_trips_the_csv_rows_and_keeps_the_seed_list(capsys, csv_text, rows):
+def test_json_round_trips_the_csv_rows_and_keeps_the_seed_list(json_text, csv_text, rows):
     csv_rows = list(csv.DictReader(io.StringIO(csv_text)))
-    records = json.loads(_cli(capsys, "json"))
+    records = json.loads(json_text)
     assert len(records) == len(csv_rows) == len(PAPER_ITEMS)
     for record, line in zip(records, csv_rows, strict=True):
         assert list(record) == [*COLUMNS, "seed list"]

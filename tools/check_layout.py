@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import itertools
 import os
 import re
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,18 +189,42 @@ def find_browser(explicit: str | None = None) -> str | None:
     return next((found for name in BROWSERS if (found := shutil.which(name))), None)
 
 
-def check_pages_in_browser(html_dir: str | Path, pages: list[Path], browser: str, *, width: int = WIDTH_PX,
-                           screenshots: Path | None = None) -> list[LayoutProblem]:
-    """Load each of ``pages`` (files under ``html_dir``) at ``width`` px and measure it (:data:`MEASURE_JS`)."""
-    from playwright.sync_api import sync_playwright
+class BrowserSession:
+    """One headless Chromium (``browser``, driven by Playwright) for one check or several: a context manager
+    that starts it and closes it; :meth:`check` loads pages in a new tab of it."""
 
-    html_dir = Path(html_dir)
-    problems: list[LayoutProblem] = []
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=browser, headless=True,
-                                      args=["--no-sandbox", "--disable-gpu"])
+    def __init__(self, browser: str) -> None:
+        self.browser = browser
+        self._playwright = None
+        self._chromium = None
+
+    def __enter__(self) -> BrowserSession:
+        from playwright.sync_api import sync_playwright
+
+        self._playwright = sync_playwright()
+        pw = self._playwright.__enter__()
         try:
-            tab = chromium.new_page(viewport={"width": width, "height": HEIGHT_PX}, device_scale_factor=1)
+            self._chromium = pw.chromium.launch(executable_path=self.browser, headless=True,
+                                                args=["--no-sandbox", "--disable-gpu"])
+        except BaseException:
+            self._playwright.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._chromium.close()
+        finally:
+            self._playwright.__exit__(*exc)
+
+    def check(self, html_dir: str | Path, pages: list[Path], *, width: int = WIDTH_PX,
+              screenshots: Path | None = None) -> list[LayoutProblem]:
+        """Load each of ``pages`` (files under ``html_dir``) at ``width`` px in a new tab (in a browser context of
+        its own, closed afterwards) and measure it (:data:`MEASURE_JS`)."""
+        html_dir = Path(html_dir)
+        problems: list[LayoutProblem] = []
+        tab = self._chromium.new_page(viewport={"width": width, "height": HEIGHT_PX}, device_scale_factor=1)
+        try:
             for path in pages:
                 name = str(path.relative_to(html_dir))
                 if REDIRECT_RE.search(path.read_text(encoding="utf-8", errors="replace")[:2000]):
@@ -212,8 +238,36 @@ def check_pages_in_browser(html_dir: str | Path, pages: list[Path], browser: str
                     png.parent.mkdir(parents=True, exist_ok=True)
                     tab.screenshot(path=str(png), full_page=True, timeout=120_000)  # a long page on a busy CPU
         finally:
-            chromium.close()
-    return problems
+            tab.context.close()
+        return problems
+
+
+#: the sessions :func:`shared_browser` holds open, by browser executable
+_SHARED: dict[str, BrowserSession] = {}
+
+
+@contextlib.contextmanager
+def shared_browser(browser: str) -> Iterator[BrowserSession]:
+    """Within the block, every check that drives ``browser`` (:func:`check_pages_in_browser`, :func:`check_book`,
+    :func:`main`) loads its pages in a new tab of one Chromium started here instead of starting its own (the
+    tests of this tool: each start of the browser costs seconds of CPU)."""
+    with BrowserSession(browser) as session:
+        _SHARED[browser] = session
+        try:
+            yield session
+        finally:
+            _SHARED.pop(browser, None)
+
+
+def check_pages_in_browser(html_dir: str | Path, pages: list[Path], browser: str, *, width: int = WIDTH_PX,
+                           screenshots: Path | None = None) -> list[LayoutProblem]:
+    """Load each of ``pages`` (files under ``html_dir``) at ``width`` px and measure it (:data:`MEASURE_JS`), in
+    a Chromium started for this check (or the one :func:`shared_browser` holds open for ``browser``)."""
+    shared = _SHARED.get(browser)
+    if shared is not None:
+        return shared.check(html_dir, pages, width=width, screenshots=screenshots)
+    with BrowserSession(browser) as session:
+        return session.check(html_dir, pages, width=width, screenshots=screenshots)
 
 
 def check_book(html_dir: str | Path, browser: str, *, width: int = WIDTH_PX,
