@@ -1,11 +1,15 @@
 """Worker for tests/test_ddp.py, launched as ``torchrun --nproc_per_node=2 _ddp_worker.py OUT``.
 
-Trains the same small problem as the single-process reference (``problem()``),
-then a run killed after step 3 and resumed from its step-2 checkpoint, then a
-run whose loss is NaN on rank 1 only. Rank 0
+First the command line, as ``torchrun ... -m hacn_core run awnn-tabular-fixed --profile smoke
+--results OUT/store --where dataset=DoubleMoon seed=0`` runs it (:data:`CLI_ARGS`: the same ``main``,
+called in each rank before anything else, so that its ``fit`` joins the process group as under
+``-m hacn_core``); a rank whose command does not return 0 ends with its code. Then it trains the same
+small problem as the single-process reference (``problem()``), then a run killed after step 3 and
+resumed from its step-2 checkpoint, then a run whose loss is NaN on rank 1 only. Rank 0
 writes what it saw to ``OUT/rank0.pt``; every rank writes how many checkpoint
-files it wrote to ``OUT/saves_rank<r>.txt`` and the step its NaN error named to
-``OUT/nan_rank<r>.txt``.
+files it wrote (after the command) to ``OUT/saves_rank<r>.txt`` and the step its NaN error named to
+``OUT/nan_rank<r>.txt``. One launch does both: each torchrun launch costs three processes that import
+torch (the launcher and two ranks), some 15 CPU-seconds before anything trains.
 
 ``torchrun(args)`` launches two CPU (gloo) processes for the tests.
 """
@@ -28,6 +32,9 @@ from hacn_core.engine.training import Callback, TrainConfig, fit
 
 
 REPO = Path(__file__).resolve().parents[1]
+#: the command run first by every rank (``{out}``: the worker's OUT folder)
+CLI_ARGS = ("run", "awnn-tabular-fixed", "--profile", "smoke", "--results", "{out}/store",
+            "--where", "dataset=DoubleMoon", "seed=0")
 
 
 def torchrun(args: Sequence[str], env: Mapping[str, str] | None = None,
@@ -81,6 +88,11 @@ class KillAt(Callback):
 def main(out: Path) -> None:
     import torch.distributed as dist
 
+    from hacn_core.__main__ import main as cli
+
+    code = cli([arg.format(out=out) for arg in CLI_ARGS])
+    if code != 0:
+        raise SystemExit(code)
     saves = []
     real_save = checkpoint.save_checkpoint
 

@@ -2,11 +2,14 @@
 over segments, damaged checkpoints (hacn_core.engine.training, the ``run`` command).
 
 The CLI tests run ``python -m hacn_core run`` (through tests/_interrupt_cli.py, which registers a toy
-experiment) in a subprocess, signal it at a random step after its first checkpoint, rerun the same
-command and compare the stored result with an uninterrupted run's, bit for bit. Nothing depends on
-the machine's pace: the run says when it is past the chosen step (``$TOY_HOLD_AT``) and then slows
-down, and the time limits are those of a hung process, not of a slow one (a loaded 2-core machine
-takes over 90 s for what takes 5 s idle).
+experiment) in a subprocess, signal it at a random step after its first checkpoint, run the same
+command again and compare the stored result with an uninterrupted run's, bit for bit. The run that is
+signalled is a process of its own; the uninterrupted run and the rerun are the same command's
+``main`` in this process (a process costs some 7 CPU-seconds of imports before its first step; the
+runs pin one torch thread, as the subprocess's do), so the comparison is across processes. Nothing
+depends on the machine's pace: the run says when it is past the chosen step (``$TOY_HOLD_AT``) and
+then slows down, and the time limits are those of a hung process, not of a slow one (a loaded 2-core
+machine takes over 90 s for what takes 5 s idle).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pytest
 import torch
 
 import hacn_core.engine.training as training
+from hacn_core import catalog
 from hacn_core.__main__ import main as cli
 from hacn_core.engine.config import CHECKPOINT_EVERY_ENV, CheckpointCadence, checkpoint_cadence
 from hacn_core.engine.results import ResultsStore, run_or_load
@@ -50,7 +54,7 @@ toy = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(toy)
 
 CADENCE = "40steps"  # the CLI tests' --checkpoint-every
-STEPS = toy.CONFIG["epochs"] * toy.CONFIG["n"] // toy.CONFIG["batch_size"]  # 512
+STEPS = toy.CONFIG["epochs"] * toy.CONFIG["n"] // toy.CONFIG["batch_size"]  # 256
 HUNG_S = 600  # a process that takes longer is hung, not slow
 
 
@@ -72,9 +76,22 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _argv(results: Path) -> list[str]:
+    return ["run", toy.TOY_ID, "--profile", "smoke", "--results", str(results), "--checkpoint-every", CADENCE]
+
+
 def _command(results: Path) -> list[str]:
-    return [sys.executable, str(HERE / "_interrupt_cli.py"), "run", toy.TOY_ID, "--profile", "smoke",
-            "--results", str(results), "--checkpoint-every", CADENCE]
+    return [sys.executable, str(HERE / "_interrupt_cli.py"), *_argv(results)]
+
+
+def _run_here(results: Path, mp: pytest.MonkeyPatch) -> None:
+    """The command of :func:`_command`, run by the same ``main`` in this process, with the toy registered
+    through ``mp`` (which also undoes the variable that --checkpoint-every sets)."""
+    mp.setitem(catalog.EXPERIMENTS, toy.TOY_ID, toy.EXPERIMENT)
+    for name in (CHECKPOINT_EVERY_ENV, DISCARD_BAD_CHECKPOINT_ENV):
+        mp.setenv(name, "")  # recorded, so that what the command sets is undone
+        mp.delenv(name)
+    assert cli(_argv(results)) == 0
 
 
 def _stored(results: Path) -> dict:
@@ -84,21 +101,28 @@ def _stored(results: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory) -> dict:
+    """The toy command run once to its end, in this process: the stored result (``"stored"``), the global
+    step of every checkpoint it wrote (``"saved_steps"``) and the variable its --checkpoint-every set
+    (``"variable"``)."""
     results = tmp_path_factory.mktemp("straight")
-    proc = subprocess.run(_command(results), env=_env(), capture_output=True, text=True, timeout=HUNG_S)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return _stored(results)
+    with pytest.MonkeyPatch.context() as mp:
+        steps = _saved_steps(mp)
+        _run_here(results, mp)
+        variable = os.environ[CHECKPOINT_EVERY_ENV]
+    return {"stored": _stored(results), "saved_steps": steps, "variable": variable}
 
 
-# SIGINT and SIGHUP take the trainer's one handler that SIGTERM takes (each variant starts two CLI
-# processes, about 40 s on a loaded 2-core machine): CI runs SIGKILL and SIGTERM, -m extended the other two.
+# SIGINT and SIGHUP take the trainer's one handler that SIGTERM takes (each variant starts a CLI
+# process, about 20 s on a loaded 2-core machine): CI runs SIGKILL and SIGTERM, -m extended the other two.
 # In-process, every signal of the three is checked (test_signal_saves_raises_and_restores_the_handlers).
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", pytest.param("SIGINT", marks=pytest.mark.extended),
                                  pytest.param("SIGHUP", marks=pytest.mark.extended)])
-def test_cli_run_signalled_then_rerun_ends_bit_identical(tmp_path, uninterrupted, sig):
-    """SIGHUP is a closing terminal or ssh connection: handled like SIGTERM (exit 129)."""
+def test_cli_run_signalled_then_rerun_ends_bit_identical(tmp_path, uninterrupted, sig, monkeypatch):
+    """SIGHUP is a closing terminal or ssh connection: handled like SIGTERM (exit 129). The run signalled is
+    a process of its own; the same command run again (here, in this process) resumes from its checkpoint."""
     rng = random.Random()
-    hold_at = rng.randrange(41, 300)  # after the first checkpoint (step 40): a random step of the run
+    hold_at = rng.randrange(41, STEPS - 100)  # after the first checkpoint (step 40): a random step of the run,
+    # 100 steps of 0.1 s at least before its end
     delay = rng.uniform(0.0, 0.6)  # and a random moment after it: the run is slowed to 0.1 s a step by then
     results = tmp_path / "results"
     ready = tmp_path / "ready"
@@ -134,15 +158,14 @@ def test_cli_run_signalled_then_rerun_ends_bit_identical(tmp_path, uninterrupted
                             "to resume, run the same command again")
 
     started = time.monotonic()
-    again = subprocess.run(_command(results), env=env, capture_output=True, text=True, timeout=HUNG_S)
-    own_time = time.monotonic() - started  # the second segment's process, start-up included
-    assert again.returncode == 0, again.stderr[-3000:]
-    stored = _stored(results)
-    assert stored["metrics"] == uninterrupted["metrics"]  # JSON floats round-trip exactly: bit for bit
-    assert stored["curves"] == uninterrupted["curves"]
-    assert stored["config_hash"] == uninterrupted["config_hash"]
+    _run_here(results, monkeypatch)  # the same command again (no $TOY_HOLD_AT here: at full speed)
+    own_time = time.monotonic() - started  # the second segment's command, start-up included
+    stored, reference = _stored(results), uninterrupted["stored"]
+    assert stored["metrics"] == reference["metrics"]  # JSON floats round-trip exactly: bit for bit
+    assert stored["curves"] == reference["curves"]
+    assert stored["config_hash"] == reference["config_hash"]
     prov = stored["provenance"]
-    assert prov["segments"] == 2 and uninterrupted["provenance"]["segments"] == 1
+    assert prov["segments"] == 2 and reference["provenance"]["segments"] == 1
     second = prov["wall_time_s"] - wall_1  # what the second segment added
     assert 0 < second < own_time  # so the stored time is both segments' sum, more than the second's own
     assert not ckpt.parent.exists()  # the stored result supersedes the checkpoints
@@ -182,25 +205,20 @@ def test_default_cadence_keeps_the_config_triggers():
         CheckpointCadence(steps=7, seconds=30.0, default=True)
 
 
-def test_cli_flag_sets_the_variable_and_a_bad_one_is_refused(monkeypatch, capsys, tmp_path):
-    from hacn_core import catalog
-
+def test_cli_flag_sets_the_variable_and_a_bad_one_is_refused(monkeypatch, capsys, tmp_path, uninterrupted):
+    """A good flag: the uninterrupted toy command's ``--checkpoint-every 40steps`` (the module's one run of it
+    to its end) set the variable and every checkpoint came at its cadence."""
     assert cli(["run", "exact-checks", "--results", str(tmp_path), "--checkpoint-every", "5x"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --checkpoint-every='5x' is invalid; allowed:") and "500steps" in err
     monkeypatch.setenv(CHECKPOINT_EVERY_ENV, "often")  # also restored after the test, whatever the CLI sets
     assert cli(["run", "exact-checks", "--results", str(tmp_path)]) == 2
     assert f"{CHECKPOINT_EVERY_ENV}='often' is invalid" in capsys.readouterr().err
-    monkeypatch.setitem(catalog.EXPERIMENTS, toy.TOY_ID, toy.EXPERIMENT)
-    monkeypatch.setitem(toy.CONFIG, "pause_s", 0.0)
-    steps = _saved_steps(monkeypatch)
-    assert cli(["run", toy.TOY_ID, "--profile", "smoke", "--results", str(tmp_path),
-                "--checkpoint-every", "100steps"]) == 0
-    assert os.environ[CHECKPOINT_EVERY_ENV] == "100steps"
-    assert steps == [100, 200, 300, 400, 500, STEPS]
+    assert uninterrupted["variable"] == CADENCE == "40steps"
+    assert uninterrupted["saved_steps"] == [*range(40, STEPS, 40), STEPS]  # the last: the finished run
 
 
-def _saved_steps(monkeypatch) -> list[int]:
+def _saved_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The global steps of every ``last.pt`` that ``fit`` writes from now on."""
     steps: list[int] = []
     real = training.save_training_checkpoint

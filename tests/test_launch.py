@@ -1,9 +1,9 @@
 """The launcher over submitit (``hacn_core.engine.launch``, ``run --launcher {inline,local,slurm}``).
 
-The toy run of ``tests/_interrupt_cli.py`` (512 steps of a small MLP with dropout through ``fit``) is
-submitted as jobs: with submitit's ``LocalExecutor`` (processes of this machine) it trains and stores its
-result, and a job killed with SIGKILL mid-run resumes, when the command runs again, from its checkpoint
-to the same result as an uninterrupted job; a SLURM submission is checked against submitit's own test
+The toy run of ``tests/_interrupt_cli.py`` (256 steps of a small MLP with dropout through ``fit``) is
+submitted as jobs: with submitit's ``LocalExecutor`` (processes of this machine) a job killed with
+SIGKILL mid-run resumes, when the command runs again, from its checkpoint in a second job, which stores
+the same result as an uninterrupted run; a SLURM submission is checked against submitit's own test
 double of ``sbatch`` / ``sacct`` (``submitit.slurm.test_slurm.mocked_slurm``), the job executed in this
 process as the cluster would. The waiting local launcher (``--max-jobs N --wait``) runs three runs at
 most two at a time and returns when all are stored; SIGTERM to it reaches its job, which stops, and
@@ -63,19 +63,16 @@ def _wait(condition, what: str, timeout: float = 300.0) -> None:
 
 
 def test_local_jobs_train_and_a_killed_job_resumes_to_the_same_result(tmp_path, monkeypatch):
+    """A local job trains from step 0 and is killed past its first checkpoint; the command run again submits
+    a second job, which resumes from the checkpoint, stores the run (its job COMPLETED) and leaves nothing
+    to submit; the stored result is that of an uninterrupted run (trained here, in this process: each job
+    is a process that imports torch, some 7 CPU-seconds before its first step)."""
     monkeypatch.setenv("HACN_CHECKPOINT_EVERY", "40steps")
-    straight = ResultsStore(tmp_path / "straight")
-    (job,) = L.launch(TOY, "smoke", launcher="local", store=straight)
-    assert job.result()["config_hash"] == _stored(straight).config_hash
-    assert L.launch(TOY, "smoke", launcher="local", store=straight) == []  # stored: nothing to submit
-    record = L.read_jobs(straight, TOY.id)[_stored(straight).config_hash]
-    assert record["job_id"] == str(job.job_id) and L.job_state(record) == "COMPLETED"
-
     killed = ResultsStore(tmp_path / "killed")
     marker = tmp_path / "held"
-    monkeypatch.setenv(_interrupt_cli.HOLD_ENV, f"100:{marker}")  # after step 100: slow steps, a window to kill
+    monkeypatch.setenv(_interrupt_cli.HOLD_ENV, f"60:{marker}")  # after step 60: slow steps, a window to kill
     (first,) = L.launch(TOY, "smoke", launcher="local", store=killed)
-    _wait(marker.exists, "the job to reach step 100")
+    _wait(marker.exists, "the job to reach step 60")
     checkpoints = killed.root / ".checkpoints" / TOY.id
     _wait(lambda: any(checkpoints.rglob("*.pt")), "a checkpoint")
     for task in _children(first._process.pid):  # the run itself: no handler runs, the periodic checkpoint is left
@@ -85,9 +82,18 @@ def test_local_jobs_train_and_a_killed_job_resumes_to_the_same_result(tmp_path, 
     assert L.job_state(record) == "ENDED"
     assert f"local job {first.job_id}: ENDED" in "\n".join(L.job_lines(killed, TOY.id))
     (second,) = L.launch(TOY, "smoke", launcher="local", store=killed)  # resumes from the checkpoint
-    assert second.result()["config_hash"] == digest
-    resumed, reference = _stored(killed), _stored(straight)
+    assert second.result()["config_hash"] == digest == _stored(killed).config_hash
+    assert L.launch(TOY, "smoke", launcher="local", store=killed) == []  # stored: nothing to submit
+    record = L.read_jobs(killed, TOY.id)[digest]
+    assert record["job_id"] == str(second.job_id) and L.job_state(record) == "COMPLETED"
+
+    monkeypatch.delenv(_interrupt_cli.HOLD_ENV)
+    straight = ResultsStore(tmp_path / "straight")  # the run uninterrupted, as a job's process runs it
+    reference = run_or_load(TOY.id, TOY.runs("smoke")[0], TOY.train, store=straight, profile="smoke",
+                            progress=False)
+    resumed = _stored(killed)
     assert resumed.metrics == reference.metrics and resumed.curves == reference.curves
+    assert resumed.config_hash == reference.config_hash
     assert resumed.provenance["segments"] == 2 and reference.provenance["segments"] == 1
 
 
@@ -251,7 +257,7 @@ def test_a_signal_to_the_waiting_launcher_leaves_a_resumable_checkpoint(tmp_path
     """SIGTERM to the waiting launcher once its job's run is past step 40: the signal goes on to the job,
     whose trainer saves its checkpoint and stops; the launcher returns 143 when the job has ended, the run
     paused there (the job: ENDED), and the run resumes from that checkpoint (two segments)."""
-    short = dict(_interrupt_cli.CONFIG, epochs=2)  # 128 steps
+    short = dict(_interrupt_cli.CONFIG, epochs=4)  # 128 steps
     one = dataclasses.replace(TOY, configs={"smoke": functools.partial(list, [short])})
     store, marker, lines = ResultsStore(tmp_path / "store"), tmp_path / "held", []
     monkeypatch.setenv(_interrupt_cli.HOLD_ENV, f"40:{marker}")  # after step 40: slow steps, a window to signal

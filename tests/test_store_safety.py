@@ -4,19 +4,25 @@ Folders are checked before training; a result that cannot be written waits as
 ``pending.json`` and is stored by the next run without training; the torch
 thread count and torchrun's world size are part of the filed configuration;
 smoke runs never reach the committed ``results/``; stray JSON files are skipped;
-a checksum catches edited numbers.
+a checksum catches edited numbers. The CLI under torchrun (two ranks, one stored result) is checked in
+tests/test_ddp.py, on that file's one torchrun launch.
+
+A process a test needs of its own (a writer killed midway, a run in a private mount namespace) is a
+fork of this one: a second interpreter would cost some 5 CPU-seconds of imports (torch) each.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import ctypes
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -26,8 +32,8 @@ import torch.distributed as dist
 
 from hacn_core import catalog
 from hacn_core.__main__ import main
-from hacn_core.awnn.studies import tabular
 from hacn_core.engine import results as R
+from hacn_core.engine.checkpoint import save_checkpoint
 from hacn_core.engine.registry import Experiment, Link, run_experiment
 from hacn_core.engine.results import (
     CorruptResultError,
@@ -45,9 +51,6 @@ from hacn_core.engine.results import (
 from hacn_core.ledger import ledger_rows
 
 HERE = Path(__file__).parent
-spec = importlib.util.spec_from_file_location("_ddp_worker", HERE / "_ddp_worker.py")
-worker = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(worker)
 
 CONFIG = {"dataset": "Spiral", "width": 16, "seed": 2}
 
@@ -110,43 +113,78 @@ def test_unwritable_results_or_checkpoint_folder_is_refused_before_training(tmp_
     assert calls == []
 
 
-READ_ONLY_RUN = """
-import sys
-from hacn_core.engine.results import ResultsStore, StoreNotWritableError, run_or_load
-def train(config, context):
-    raise AssertionError("trained")
-try:
-    run_or_load("exp-a", {"seed": 0}, train, store=ResultsStore(sys.argv[1]))
-except StoreNotWritableError as err:
-    print("REFUSED:", err)
-"""
+CLONE_NEWNS = 0x00020000  # <sched.h>: unshare(2)'s flag for a mount namespace of one's own
+
+
+def _in_a_child(action) -> str:
+    """``action()`` in a forked child of this process; its return value, or ``"<ExceptionType>: message"``.
+    The child exits at once after it (no pytest teardown), whatever it did to itself (its user, its mounts)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            os.close(read)
+            try:
+                out = str(action())
+            except BaseException as err:  # noqa: BLE001
+                out = f"{type(err).__name__}: {err}"
+            os.write(write, out.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        out = pipe.read()
+    os.waitpid(pid, 0)
+    return out
+
+
+def _read_only_bind(folder: Path) -> str | None:
+    """What ``unshare --mount sh -c "mount --bind -o ro FOLDER FOLDER"`` does, to this process (a forked
+    child): a private mount namespace of its own, ``folder`` bound read-only in it. None, or why not."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "unshare"):
+        return "no unshare(2) here"
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return f"unshare: {os.strerror(ctypes.get_errno())}"
+    for cmd in (["mount", "--make-rprivate", "/"], ["mount", "--bind", "-o", "ro", str(folder), str(folder)]):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            return f"{' '.join(cmd)}: {proc.stderr.strip()[-200:]}"
+    return None
 
 
 def test_read_only_store_is_refused_before_training(tmp_path):
     """A real read-only folder: chmod for a normal user; for root (whom chmod does not stop) a
-    read-only bind mount in a private mount namespace."""
+    read-only bind mount in a private mount namespace (a forked child's, which tries the run)."""
     store = tmp_path / "store"
     store.mkdir()
-    script = tmp_path / "run.py"
-    script.write_text(READ_ONLY_RUN)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+
+    def train(config, context):
+        raise AssertionError("trained")
+
+    def run() -> str:
+        if os.access(store, os.W_OK):  # root
+            why = _read_only_bind(store)
+            if why is not None:
+                return f"NO MOUNT: {why}"
+        try:
+            run_or_load("exp-a", {"seed": 0}, train, store=ResultsStore(store))
+        except StoreNotWritableError as err:
+            return f"REFUSED: {err}"
+        return "not refused"
+
     store.chmod(0o555)
     try:
-        if not os.access(store, os.W_OK):
-            cmd = [sys.executable, str(script), str(store)]
-        elif shutil.which("unshare") and shutil.which("mount"):
-            inner = f"mount --bind -o ro {store} {store} && exec {sys.executable} {script} {store}"
-            cmd = ["unshare", "--mount", "sh", "-c", inner]
-        else:
-            pytest.skip("running as root without unshare/mount: no way to make a folder read-only")
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)  # hung, not slow
+        if os.access(store, os.W_OK) and not shutil.which("mount"):
+            pytest.skip("running as root without mount: no way to make a folder read-only")
+        out = _in_a_child(run)
     finally:
         store.chmod(0o755)
-    if "REFUSED:" not in proc.stdout and "mount" in proc.stderr:
-        pytest.skip(f"no read-only bind mount here: {proc.stderr.strip()[-200:]}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert f"results folder {store / 'exp-a'} is not writable" in proc.stdout
-    assert "Read-only file system" in proc.stdout or "Permission denied" in proc.stdout
+    if out.startswith("NO MOUNT: "):
+        pytest.skip(f"no read-only bind mount here: {out}")
+    assert out.startswith("REFUSED: "), out
+    assert f"results folder {store / 'exp-a'} is not writable" in out
+    assert "Read-only file system" in out or "Permission denied" in out
     assert list(store.iterdir()) == []
 
 
@@ -248,31 +286,7 @@ def test_the_cli_takes_threads(tmp_path, monkeypatch, capsys):
 # ----------------------------------------------------------------------------- 3. distributed
 
 
-def test_two_torchrun_ranks_store_one_self_consistent_result(tmp_path):
-    """The CLI under torchrun: the ranks train one model through fit; rank 0 alone writes."""
-    store = tmp_path / "store"
-    where = ["--where", "dataset=DoubleMoon", "seed=0"]
-    proc = worker.torchrun(["-m", "hacn_core", "run", "awnn-tabular-fixed", "--profile", "smoke",
-                            "--results", str(store), *where])
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    files = sorted(store.glob("*/*.json"))
-    assert len(files) == 1
-    stored = ResultsStore(store).read(files[0])  # checksum verified
-    assert stored.config["world_size"] == 2 and "threads" not in stored.config
-    assert stored.provenance["world_size"] == 2 and stored.provenance["backend"] == "gloo"
-    assert "rank_dependent" not in stored.provenance
-    assert stored.metrics["final_test_acc"] == stored.curves["test_acc"][-1]
-    best = stored.metrics["best_epoch"]
-    assert stored.metrics["test_acc"] == stored.curves["test_acc"][stored.curves["record_epoch"].index(best)]
-    assert proc.stdout.count(f"{stored.config_hash} seed=0") == 1  # printed once, by rank 0
-    assert not any(p.is_file() for p in (store / ".checkpoints").rglob("*"))
-
-    single = ResultsStore(tmp_path / "single")  # the same configuration in one process
-    config = R.study_config(stored.config)
-    one = run_or_load(tabular.EXPERIMENT_ID, config, tabular.train_fixed_mlp, store=single, progress=False)
-    assert one.config_hash == config_hash(config) != stored.config_hash
-    assert one.metrics == stored.metrics  # fit's sharded gradient is the one-process gradient
-    assert one.curves["train_loss"] == pytest.approx(stored.curves["train_loss"], rel=1e-5)
+# the CLI under torchrun, one stored result of two ranks: tests/test_ddp.py
 
 
 def test_what_ranks_cannot_share_is_refused(tmp_path, monkeypatch):
@@ -446,22 +460,13 @@ def test_the_checksum_survives_a_round_trip_with_nan_and_nested_curves():
 def _as_another_user(action) -> str:
     """``action()`` in a forked child running as user ``nobody`` (a real second user); its return value, or
     ``"<ExceptionType>: message"``."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to nobody, act, report, exit without running pytest's teardown
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            out = str(action())
-        except BaseException as err:  # noqa: BLE001
-            out = f"{type(err).__name__}: {err}"
-        os.write(write, out.encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        out = pipe.read()
-    os.waitpid(pid, 0)
-    return out
+
+    def as_nobody():
+        os.setgid(65534)
+        os.setuid(65534)
+        return action()
+
+    return _in_a_child(as_nobody)
 
 
 @pytest.fixture
@@ -490,35 +495,47 @@ def test_results_take_the_umask_mode_and_another_user_reads_them(shared_folder):
     assert message.startswith("UnreadableResultError: ") and "chmod a+r" in message and "aside" not in message
 
 
+def _killed_while_writing(kind: str, path: Path) -> None:
+    """A process of its own (a fork of this one) writes ``path``, the final result's write (``result``) or a
+    checkpoint's, with ``os.fsync`` made to hang: SIGKILL once it says its temporary file is written."""
+    weights = {"w": torch.ones(9)}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the writer: it never returns (killed, or _exit if it never reached fsync)
+        try:
+            os.close(read)
+            os.fsync = lambda fd: (os.write(write, b"WRITING\n"), time.sleep(120))
+            if kind == "result":
+                R.write_atomic(path, "x" * 100000)
+            else:
+                save_checkpoint(weights, path)
+        except BaseException as err:  # noqa: BLE001 - said on the pipe, for the assertion below
+            os.write(write, f"{type(err).__name__}: {err}\n".encode())
+        finally:
+            os._exit(1)
+    os.close(write)
+    try:
+        with os.fdopen(read) as pipe:
+            assert pipe.readline().strip() == "WRITING"  # the temporary file is written, not yet renamed
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
 def test_a_write_killed_midway_leaves_nothing_once_the_run_has_finished(tmp_path):
     """Real SIGKILLs during the final result write and during two checkpoint writes (fsync made to hang):
     the next write removes their temporary files, and the finished run leaves none anywhere."""
     store = ResultsStore(tmp_path)
     target = store.path_for("exp-a", CONFIG)
     checkpoint = store.checkpoint_dir("exp-a", CONFIG) / "last.pt"
-    script = ("import os, sys, time, torch\n"
-              "os.fsync = lambda fd: (print('WRITING', flush=True), time.sleep(120))\n"
-              "from hacn_core.engine.checkpoint import save_checkpoint\n"
-              "from hacn_core.engine.results import write_atomic\n"
-              "from pathlib import Path\n"
-              "path = Path(sys.argv[2])\n"
-              "if sys.argv[1] == 'result': write_atomic(path, 'x' * 100000)\n"
-              "else: save_checkpoint({'w': torch.ones(9)}, path)\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
     for kind, path in (("result", target), ("checkpoint", checkpoint), ("checkpoint", checkpoint)):
-        proc = subprocess.Popen([sys.executable, "-c", script, kind, str(path)], env=env, stdout=subprocess.PIPE,
-                                text=True)
-        assert proc.stdout.readline().strip() == "WRITING"  # the temporary file is written, not yet renamed
-        proc.kill()
-        proc.wait()
+        _killed_while_writing(kind, path)
     # the second checkpoint writer removed the first one's copy before writing its own: one at most
     (left,) = checkpoint.parent.glob(".*.tmp-*")
     assert len(list(target.parent.glob(".*.tmp-*"))) == 1
     assert R.checkpoint_estimate(store, "exp-a") == 2 * left.stat().st_size  # counted as a checkpoint
 
     def train(config, context):
-        from hacn_core.engine.checkpoint import save_checkpoint
-
         save_checkpoint({"w": torch.zeros(3)}, context.checkpoint_dir / "last.pt")
         assert not list(context.checkpoint_dir.glob(".*.tmp-*"))  # the killed writers' copies are gone
         return {"metrics": {"test_acc": 0.5}}
