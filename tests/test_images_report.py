@@ -196,7 +196,7 @@ def test_budget_is_the_measured_step_cost_times_the_steps():
     assert (b["steps_per_epoch"], b["eval_images"], b["runs"], b["epochs"]) == (415, 17_000, 15, 4)
     assert b["epoch_s"] == pytest.approx(epoch_s) and b["cpu_h"] == pytest.approx(15 * 4 * epoch_s / 3600)
     smoke = imr.budget("smoke")
-    assert (smoke["steps_per_epoch"], smoke["eval_images"]) == (2, 256)  # 256 images, 128 + 128 evaluated
+    assert (smoke["steps_per_epoch"], smoke["eval_images"]) == (2, 128)  # 128 images in batches of 64; 64 + 64 evaluated
     assert imr.budget("paper")["runs"] == 60  # MNIST: 6 arms x 10 seeds
     assert f"{2 * b['cpu_h']:.1f} CPU-hours" in imr.budget_reading()
     setting = imr.setting_table().set_index("what")
