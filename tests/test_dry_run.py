@@ -5,15 +5,17 @@ tests below: each group's step reads its batch from a data root of tiny files in
 published formats (``tests/formats_fixtures.py``, written once for the module) through
 the study's own loader (``hacn_core.paper_data``), so that every paper profile goes from
 files on disk to an optimizer step. Configurations are grouped by model and input shape,
-and the big networks step at a reduced batch. The values are checked against what the
+and the big networks step at a reduced batch (hacn-decoder-ablations' decoder also at a
+reduced depth: :data:`SHALLOW`). The values are checked against what the
 studies build and against closed forms: parameter counts, the FLOPs of linear layers
 (forward 2, backward 4 per multiply-add), the optimizer steps of the paper's schedules,
 and the loss of the first step recomputed from the fixture's bytes.
 
 ``-m paper_data_full`` (deselected by default: a user's check, not CI's) dry-runs every
-group of every experiment, the groups :data:`THINNED` leaves out included.
+group of every experiment at the paper's size, the groups :data:`THINNED` leaves out included.
 """
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -23,6 +25,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from hacn_core import catalog
 from hacn_core.__main__ import main
@@ -46,15 +49,15 @@ from hacn_core.paper_data import DATA_PLANS, data_plan
 
 import formats_fixtures  # tests/formats_fixtures.py
 
-BUDGET = 1e9  # FLOPs per CPU step before the batch is reduced: keeps the whole module near 30 s
+BUDGET = 1e9  # FLOPs per CPU step before the batch is reduced (a twentieth of the command line's default)
 NO_MODEL = {"exact-checks", "awnn-step-cost", "awnn-step-cells", "awnn-step-cells-fast", "awnn-step-phases",
             "gates-gate-gradients"}  # time or compute, and train nothing
 
 
 # The transformers of H-ACN Sec. 3.3-3.4 are dry-run for one rule only: every rule builds the same network
-# up to a few dozen scalars, and stepping the 208M-parameter decoder on one CPU thread takes about a minute
-# per group (all rules: over three minutes, a third of CI's budget). width-connectivity's rules likewise differ
-# by a few scalars on the same adaptive Mixer (CIFAR-10 and CIFAR-2) and stack: H-ACN's three groups stand for all.
+# up to a few dozen scalars, and stepping the 208M-parameter decoder on one CPU thread takes about 18 s per
+# group (its three rules: about a minute). width-connectivity's rules likewise differ by a few scalars on the
+# same adaptive Mixer (CIFAR-10 and CIFAR-2) and stack: H-ACN's three groups stand for all.
 # AWNN's Multi30k Transformer (103M parameters, most of them GPT-2-sized embeddings and output layer) is
 # dry-run for its adaptive arm only: the fixed widths build the same network but for the FFNs, and stepping
 # all six groups takes about 30 s on one CPU thread. The decoder's ablations (App. D) are hacn-decoder's H-ACN with
@@ -67,6 +70,14 @@ THINNED = {"hacn-decoder": {"rule": "hacn"}, "hacn-vit": {"rule": "hacn"}, "widt
            "hacn-mixer-long": {"rule": "hacn"},
            "awnn-text": {"ffn": "adaptive"}, "hacn-decoder-ablations": {"depth_ln": "none"},
            "gates-cifar": {"dataset": "CIFAR10"}}
+
+# hacn-decoder-ablations' group is hacn-decoder's H-ACN decoder up to the init of a few scalars, and hacn-decoder
+# steps that network at the paper's size (208M parameters: about 18 s on one CPU thread, most of it the 24 layers'
+# init, matrix products and AdamW update). CI steps the ablations' group 2 layers deep instead of 24 (53M
+# parameters, about 4 s): its own configurations, scalars, data files, loss and optimizer still go from the files
+# to an optimizer step, on modules of the paper's width, vocabulary and sequence length. -m paper_data_full steps
+# it at the paper's depth.
+SHALLOW = {"hacn-decoder-ablations": {"num_layers": 2}}
 
 
 #: AWNN's image study splits exactly the published 60,000 / 50,000 training images (Table 2's outer split);
@@ -86,15 +97,24 @@ def fixture_root(tmp_path_factory):
         yield root
 
 
-def _dry_runs(where_of) -> dict:
+def _overridden(experiment: Experiment, overrides: dict | None) -> Experiment:
+    """``experiment`` with ``overrides`` applied to each of its paper configurations (:data:`SHALLOW`)."""
+    if not overrides:
+        return experiment
+    return dataclasses.replace(experiment, configs={**experiment.configs, "paper": lambda: [
+        c | overrides for c in experiment.runs("paper")]})
+
+
+def _dry_runs(where_of, shallow=None) -> dict:
     """Every experiment's dry run at the paper profile on the data root's files (AWNN's Python node: nothing
-    to compile); ``where_of(experiment_id)`` selects its configurations."""
+    to compile); ``where_of(experiment_id)`` selects its configurations, ``shallow`` (:data:`SHALLOW`) overrides
+    some of them."""
     store = ResultsStore()
     before = sorted(store.root.rglob("*")) if store.root.exists() else []
     rng = torch.get_rng_state()
     with fast_cpp.use_backend("python"):
-        out = {e.id: dry_run(e, "paper", where=where_of(e.id), flop_budget=BUDGET,
-                             data=data_plan(e.id) if e.plan is not None else None)
+        out = {e.id: dry_run(_overridden(e, (shallow or {}).get(e.id)), "paper", where=where_of(e.id),
+                             flop_budget=BUDGET, data=data_plan(e.id) if e.plan is not None else None)
                for e in catalog.registry().values() if "paper" in e.configs}
     assert torch.equal(torch.get_rng_state(), rng)  # the caller's random state is restored
     assert (sorted(store.root.rglob("*")) if store.root.exists() else []) == before  # nothing stored
@@ -103,7 +123,7 @@ def _dry_runs(where_of) -> dict:
 
 @pytest.fixture(scope="module")
 def reports(fixture_root):
-    return _dry_runs(THINNED.get)
+    return _dry_runs(THINNED.get, SHALLOW)
 
 
 @pytest.mark.paper_data_full
@@ -136,6 +156,7 @@ def test_every_experiment_with_a_paper_profile_is_covered(reports):
         assert len(report.groups) <= plans
         for g in report.groups:
             assert g.parameters > 0 and g.step.flops > 0 and math.isfinite(g.step.loss), (experiment_id, g.key)
+            assert all(g.key[k] == v for k, v in SHALLOW.get(experiment_id, {}).items())  # and its report says so
             assert g.step.batch_size <= g.paper_batch
             for s in g.schedules:
                 assert s.optimizer_steps == s.epochs * math.ceil(s.n_train / s.batch_size)
@@ -184,45 +205,98 @@ def test_one_linear_layer_costs_six_flops_per_multiply_add_and_reduced_batches_s
     assert f"reduced batch of {r.step.batch_size}" in format_report(small)
 
 
-class _SharedNorm(nn.Module):
-    """Two layers that share one norm module and a tied weight (as the decoder's DepthLN gains and
-    a tied embedding do), and a registered buffer: what the meta swap must put back as it found it."""
+class _EveryOperator(TorchDispatchMode):
+    """Counts every operator dispatched inside it: the count the dry run kept beside FlopCounterMode before
+    StepCounter counted both in one pass."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.a, self.b = nn.Linear(6, 6), nn.Linear(6, 6)
-        self.b.weight = self.a.weight
-        self.norm = nn.LayerNorm(6)
-        self.blocks = nn.ModuleList([self.norm, self.norm])
-        self.register_buffer("scale", torch.full((6,), 0.5))
+        self.ops = 0
 
-    def forward(self, x):
-        return self.b(self.blocks[1](self.a(self.blocks[0](x)))) * self.scale
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
 
 
-class _NeedsValues(nn.Linear):
-    def forward(self, x):
-        return super().forward(x) * float(x.abs().sum().item() > 0)  # a real value: no meta
+def _tiny_decoder():
+    from hacn_core.hacn.studies import decoder
+
+    config = decoder.make_config("hacn", 0, profile="paper", dim=32, num_layers=2, num_heads=2, mlp_dim=64,
+                                 block_size=16)
+    return decoder.build_model(config), torch.randint(0, config["vocab_size"], (2, 16))
 
 
-@pytest.mark.parametrize("build", [_SharedNorm, lambda: _NeedsValues(6, 3), lambda: mixer.build_model(
-    mixer.make_config("hacn", 0, profile="smoke"), 28, 1)])
-def test_forward_flops_on_meta_equal_the_real_count_and_leave_the_model_as_it_was(build):
-    from hacn_core.engine.dry_run import forward_flops
+@pytest.mark.parametrize("build", [
+    lambda: (mixer.build_model(mixer.make_config("hacn", 0, profile="smoke"), 28, 1), torch.randn(2, 1, 28, 28)),
+    lambda: (mnist_fc("gated_resnet", 10), torch.randn(4, 784)),  # BatchNorm1d
+    lambda: (cifar.build_model(cifar.make_config("CIFAR10", "resnet5", "gated", 0)), torch.randn(2, 3, 32, 32)),
+    _tiny_decoder,  # embedding, rotary positions, scaled dot-product attention, H-ACN's mixing
+], ids=["mixer", "fc-batchnorm1d", "gated-resnet-batchnorm2d", "decoder"])
+@pytest.mark.parametrize("decompose_batch_norm", [False, True], ids=["batch-norm-whole", "batch-norm-decomposed"])
+def test_step_counter_counts_what_flop_counter_mode_and_an_operator_counter_count(build, decompose_batch_norm,
+                                                                                  monkeypatch):
+    """One StepCounter over forward and backward counts the FLOPs FlopCounterMode counts and the operators a
+    plain counting mode above it counts, exactly; with batch norm run whole (StepCounter.UNDECOMPOSED) or
+    decomposed into its parts as FlopCounterMode does it (the parts add no FLOPs and are no operators)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    model = build()
-    x = torch.randn(2, 1, 28, 28) if not isinstance(model, (_SharedNorm, nn.Linear)) else torch.randn(4, 6)
-    before = {n: t.clone() for n, t in model.state_dict(keep_vars=True).items()}
-    params = {n: id(p) for n, p in model.named_parameters(remove_duplicate=False)}
-    with torch.no_grad(), FlopCounterMode(display=False) as real:
-        model(x)
-    assert forward_flops(model, x) == real.get_total_flops() > 0
-    after = model.state_dict(keep_vars=True)
-    assert all(not t.is_meta and torch.equal(t, before[n]) for n, t in after.items())
-    assert {n: id(p) for n, p in model.named_parameters(remove_duplicate=False)} == params  # same objects, ties kept
-    if isinstance(model, _SharedNorm):
-        assert model.b.weight is model.a.weight and model.blocks[0] is model.blocks[1] is model.norm
+    from hacn_core.engine.dry_run import StepCounter
+
+    if decompose_batch_norm:
+        monkeypatch.setattr(StepCounter, "UNDECOMPOSED", frozenset())
+        monkeypatch.setattr(StepCounter, "_handling", {})
+    torch.manual_seed(0)
+    model, x = build()
+    model.train()
+
+    def forward_backward(*modes):
+        torch.manual_seed(1)  # the same dropout masks under either count
+        model.zero_grad(set_to_none=True)
+        with contextlib.ExitStack() as stack:
+            for mode in modes:
+                stack.enter_context(mode)
+            model(x).float().square().mean().backward()
+
+    flop_counter, operators, step_counter = FlopCounterMode(display=False), _EveryOperator(), StepCounter()
+    forward_backward(flop_counter, operators)  # the operator counter on top, as the dry run stacked them
+    forward_backward(step_counter)
+    assert step_counter.flops == flop_counter.get_total_flops() > 0
+    assert step_counter.ops == operators.ops > 0
+    assert StepCounter.handling(torch.ops.aten.native_batch_norm.default)[1] is decompose_batch_norm
+
+
+class _StateAfterStep(Callback):
+    def on_step_end(self, state) -> None:
+        self.state = {k: v.clone() for k, v in state.model.state_dict().items()}
+
+
+def _toy_step(flop_budget=None, batch_size=None):
+    """``Linear(8, 16) -> BatchNorm1d -> ReLU -> Dropout -> Linear(16, 4)`` (forward: 2 x (128 + 64) = 384 FLOPs a
+    sample; BatchNorm1d: the smallest batch is 2), the paper's batch 64; the step and the state it leaves."""
+    spy = _StateAfterStep()
+    plan = DryRunPlan(key={}, model=lambda: nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(),
+                                                          nn.Dropout(0.5), nn.Linear(16, 4)),
+                      batch=classification_batch((8,), 4), n_train=1000, callbacks=lambda loss: [spy],
+                      train=TrainConfig(epochs=1, batch_size=64, lr=0.1, optimizer="sgd"))
+    step = training_step(plan, batch_size, **({} if flop_budget is None else {"flop_budget": flop_budget}))
+    return step, spy.state
+
+
+@pytest.mark.parametrize("flop_budget, batch", [(10 * 3 * 384, 10), (1000, 2)], ids=["redone", "went-on"])
+def test_the_forward_that_chooses_the_batch_leaves_no_trace(flop_budget, batch):
+    """The affordable batch is chosen from the FLOPs of the step's own forward at the smallest batch: 3 x 384 FLOPs
+    a sample against the budget gives 10 (the step stops after that forward and is taken afresh at 10) or, under
+    one sample's worth, the smallest batch, 2 (the step goes on from that forward). Either way the step is the one
+    taken at that batch directly: the same FLOPs (10 x (4 x 128 + 6 x 64) at 10), operators, loss (the dropout
+    masks: the random state was put back) and state after the step (BatchNorm's running statistics: one batch
+    tracked, not two)."""
+    chosen, after = _toy_step(flop_budget=flop_budget)
+    direct, direct_after = _toy_step(batch_size=batch)
+    assert chosen.batch_size == direct.batch_size == batch
+    assert chosen.flops == direct.flops == batch * (4 * 8 * 16 + 6 * 16 * 4)
+    assert (chosen.ops, chosen.loss) == (direct.ops, direct.loss)
+    assert after.keys() == direct_after.keys() and all(torch.equal(after[k], direct_after[k]) for k in after)
+    assert int(after["1.num_batches_tracked"]) == 1
 
 
 def test_paper_schedules_and_gate_parameters(reports):
@@ -383,16 +457,21 @@ def test_command_line_dry_run(capsys, tmp_path):
     assert "trains no model" in capsys.readouterr().out
 
 
-def test_command_line_errors_are_one_line():
+def test_command_line_errors_are_one_line(capsys):
+    """A wrong experiment or profile ends the command with one line on stderr and status 2: once as a process
+    (``python -m hacn_core``: the exit status and both streams as a shell sees them), and in this process for
+    the other error (the same ``main``; a second interpreter start would add seconds of imports, nothing else)."""
     import subprocess
     import sys
 
-    for args, expected in ((["run", "no-such-experiment", "--dry-run"], "unknown experiment 'no-such-experiment'"),
-                           (["run", "gates-mnist", "--profile", "huge", "--dry-run"], "unknown profile 'huge'")):
-        done = subprocess.run([sys.executable, "-m", "hacn_core", *args], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parents[1])
-        assert done.returncode == 2 and done.stdout == ""
-        assert done.stderr.count("\n") == 1 and expected in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, "-m", "hacn_core", "run", "no-such-experiment", "--dry-run"],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "unknown experiment 'no-such-experiment'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert main(["run", "gates-mnist", "--profile", "huge", "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "unknown profile 'huge'" in err and "Traceback" not in err
 
 
 def test_the_thinned_converged_mixer_has_the_short_studys_paper_profile():

@@ -14,8 +14,8 @@ and says what the whole profile costs:
   not fit in a few seconds on a CPU (:data:`DEFAULT_FLOP_BUDGET`);
 * it reports the **parameter count** of the model as built (AWNN: at its
   starting width), the **FLOPs of one training step at the paper's batch**
-  (counted by :class:`torch.utils.flop_counter.FlopCounterMode` at the batch the
-  step ran at and scaled linearly: matrix products and convolutions, forward 2
+  (counted as :class:`torch.utils.flop_counter.FlopCounterMode` counts them, at the
+  batch the step ran at and scaled linearly: matrix products and convolutions, forward 2
   and backward 4 per multiply-add, except the input gradient of the first layer,
   which is never computed; element-wise work, normalisation and the optimizer
   update are not counted), the **optimizer steps** of the schedule
@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import flop_registry
 
 from hacn_core.engine.training import Callback, TrainConfig, TrainState, optimizer_for, steps_per_epoch
 
@@ -89,16 +89,72 @@ H100_ASSUMED = Throughput("35% of an H100 SXM's dense bf16 peak of 989 TFLOP/s, 
                           0.35 * H100_BF16_DENSE_PEAK, 5e-6)
 
 
-class OpCounter(TorchDispatchMode):
-    """Counts the ATen operators dispatched inside it (about one GPU kernel each in eager PyTorch)."""
+class StepCounter(TorchDispatchMode):
+    """Counts, in one pass, the FLOPs that :class:`~torch.utils.flop_counter.FlopCounterMode` counts and the
+    ATen operators dispatched.
+
+    FLOPs: torch's own formulas (``torch.utils.flop_counter.flop_registry``: matrix products, convolutions,
+    attention), applied as FlopCounterMode applies them: an operator without a formula that has a composite
+    kernel is decomposed and its parts counted. Operators: those the step dispatches, about one GPU kernel
+    each in eager PyTorch; the parts of a decomposition are no kernels of their own and are not counted.
+    One mode where FlopCounterMode and a second, operator-counting mode ran: FlopCounterMode's bookkeeping per
+    module (hooks on every module call, for a per-module breakdown the dry run does not print) and the second
+    mode cost several times what this one does on the small networks (a forward and backward of gates-mnist's
+    depth-100 network at batch 128 on one CPU thread: 0.7 s counted by the two, 0.15 s by this one, 0.06 s
+    uncounted). tests/test_dry_run.py checks both counts against FlopCounterMode's and a plain operator counter's.
+    """
+
+    #: Operators with a composite kernel that do no matrix product or convolution, run whole instead of
+    #: decomposed (the FLOPs are the same, none): batch norm's decomposition is a dozen element-wise prims,
+    #: each dispatched through Python, which cost more than the arithmetic of a BatchNorm network's step.
+    UNDECOMPOSED = frozenset(getattr(packet, name) for packet in (
+        torch.ops.aten.native_batch_norm, torch.ops.aten._native_batch_norm_legit,
+        torch.ops.aten._native_batch_norm_legit_no_training) for name in packet.overloads())
+    _handling: dict[Any, tuple[Any, bool]] = {}  # per operator: its FLOP formula, and whether it is decomposed
 
     def __init__(self) -> None:
         super().__init__()
+        self.flops = 0
         self.ops = 0
+        self._decomposing = 0  # depth of decompositions under way: their parts are not operators of the step
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # TorchDispatchMode wraps a subclass's __torch_dispatch__ in torch._disable_dynamo (so that a function
+        # compiled under the mode does not compile the mode's code), a wrapper around every operator's dispatch;
+        # nothing is compiled under this mode (the counted CPU step runs eagerly).
+        return False
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        self.ops += 1
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        if not self._decomposing:
+            self.ops += 1
+        formula, decomposes = self._handling.get(func) or self.handling(func)
+        if decomposes:
+            self._decomposing += 1
+            try:
+                with self:
+                    out = func.decompose(*args, **kwargs)
+            finally:
+                self._decomposing -= 1
+            if out is not NotImplemented:
+                return out
+        out = func(*args, **kwargs)
+        if formula is not None:
+            self.flops += formula(*args, **kwargs, out_val=out)
+        return out
+
+    @classmethod
+    def handling(cls, func: Any) -> tuple[Any, bool]:
+        """``func``'s FLOP formula, and whether it is decomposed: as FlopCounterMode decomposes an operator
+        without a formula that has a composite kernel, but for :data:`UNDECOMPOSED` (cached per operator: the
+        formulas and kernels are registered once, at import)."""
+        formula = flop_registry.get(func._overloadpacket)
+        key = torch._C.DispatchKey.CompositeImplicitAutograd
+        decomposes = (formula is None and func not in cls.UNDECOMPOSED and func is not torch.ops.prim.device.default
+                      and (key in func.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), key)))
+        cls._handling[func] = formula, decomposes
+        return formula, decomposes
 
 
 def classification_batch(shape: Sequence[int], classes: int, seed: int = 0) -> Callable[[int], tuple[Tensor, Tensor]]:
@@ -290,67 +346,21 @@ def _key(plan: DryRunPlan) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in plan.key.items())) + (tuple(plan.batch(1)[0].shape[1:]),)
 
 
-def affordable_batch(model: nn.Module, plan: DryRunPlan, flop_budget: float = DEFAULT_FLOP_BUDGET) -> int:
+def smallest_batch(model: nn.Module, paper: int) -> int:
+    """One sample, two when the model has BatchNorm over features (``nn.BatchNorm1d`` needs two in training
+    mode); never more than the paper's batch."""
+    return min(paper, 2 if any(isinstance(m, nn.BatchNorm1d) for m in model.modules()) else 1)
+
+
+def affordable_batch(forward_flops: float, counted_at: int, paper: int,
+                     flop_budget: float = DEFAULT_FLOP_BUDGET) -> int:
     """The paper's batch, or the largest batch whose training step stays within ``flop_budget`` FLOPs.
 
-    A step is taken as 3 forward passes (the backward costs about two), the forward
-    counted at the smallest batch: one sample, two when the model has BatchNorm over
-    features (``nn.BatchNorm1d`` needs two samples in training mode).
+    A step is taken as 3 forward passes (the backward costs about two), from ``forward_flops``, the
+    forward's FLOPs counted at batch ``counted_at`` (:func:`smallest_batch`); never below ``counted_at``.
     """
-    paper = plan.train.batch_size
-    smallest = min(paper, 2 if any(isinstance(m, nn.BatchNorm1d) for m in model.modules()) else 1)
-    x, y = plan.batch(smallest)
-    counted = model if plan.forward is None else _Hooked(model, plan.forward, y)
-    per_sample = 3 * max(forward_flops(counted, x), 1) / smallest
-    return min(paper, max(smallest, int(flop_budget // per_sample)))
-
-
-class _Hooked(nn.Module):
-    """``model`` called through the trainer's forward hook, as a module of ``x`` alone (for counting FLOPs)."""
-
-    def __init__(self, model: nn.Module, hook: Callable[[nn.Module, tuple[Any, Any]], tuple[Tensor, Tensor]],
-                 y: Any) -> None:
-        super().__init__()
-        self.model, self.hook, self.y = model, hook, y
-
-    def forward(self, x: Any) -> Tensor:
-        return self.hook(self.model, (x, self.y))[0]  # on meta, a hook that mixes targets fails: counted for real
-
-
-def forward_flops(model: nn.Module, x: Tensor) -> int:
-    """FLOPs of ``model(x)`` as :class:`FlopCounterMode` counts them (they depend on shapes alone).
-
-    Counted on the meta device, where no arithmetic runs (the 208M-parameter decoder's forward at
-    the paper's sequence length takes seconds on a CPU thread and nothing on meta): every module's
-    own parameters and buffers are swapped for meta copies in place and put back afterwards (so
-    shared modules and tied weights come back as they were). A model whose forward needs real
-    values (``.item()``, a data-dependent shape, a plain tensor attribute) is counted by running it
-    for real instead.
-    """
-    if not isinstance(x, Tensor):  # a graph batch: count it for real
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            model(x)
-        return counter.get_total_flops()
-    swapped: list[tuple[dict[str, Any], str, Any]] = []
-    try:
-        for module in model.modules():
-            for table in (module._parameters, module._buffers):
-                for name, tensor in table.items():
-                    if tensor is not None:
-                        swapped.append((table, name, tensor))
-                        meta = tensor.detach().to("meta")
-                        table[name] = nn.Parameter(meta, tensor.requires_grad) if isinstance(tensor, nn.Parameter) else meta
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            model(x.to("meta"))
-        return counter.get_total_flops()
-    except (NotImplementedError, RuntimeError, ValueError, TypeError):
-        pass
-    finally:
-        for table, name, tensor in swapped:
-            table[name] = tensor
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(x)
-    return counter.get_total_flops()
+    per_sample = 3 * max(forward_flops, 1) / counted_at
+    return min(paper, max(counted_at, int(flop_budget // per_sample)))
 
 
 def training_step(plan: DryRunPlan, batch_size: int | None = None,
@@ -368,12 +378,11 @@ def training_step(plan: DryRunPlan, batch_size: int | None = None,
         return _step(plan, batch_size, flop_budget)
 
 
-def _prepare(plan: DryRunPlan, device: torch.device, batch_size: int | None, flop_budget: float):
-    """The plan's model, optimizer, loss, callbacks and trainer state on ``device``, and one batch there."""
+def _prepare(plan: DryRunPlan, device: torch.device):
+    """The plan's model, its parameter count (as built), optimizer, loss, callbacks (begun) and trainer state
+    on ``device``."""
     model = plan.model().to("cpu").train()
     parameters = sum(p.numel() for p in model.parameters())
-    if batch_size is None:
-        batch_size = affordable_batch(model, plan, flop_budget)
     model = model.to(device)
     optimizer = optimizer_for(model, plan.train, device.type)
     loss_fn = plan.loss(model) if plan.loss is not None else F.cross_entropy
@@ -382,22 +391,26 @@ def _prepare(plan: DryRunPlan, device: torch.device, batch_size: int | None, flo
                        steps_per_epoch=plan.steps_per_epoch, n_train=plan.n_train, curves={})
     for callback in callbacks:
         callback.on_train_begin(state)
-    x, y = (t.to(device) for t in plan.batch(batch_size))
-    return model, parameters, batch_size, optimizer, loss_fn, callbacks, state, x, y
+    return model, parameters, optimizer, loss_fn, callbacks, state
 
 
 def _train_step(forward: Callable[[Tensor], Tensor], loss_fn: LossFn, optimizer: torch.optim.Optimizer,
                 callbacks: Sequence[Callback], state: TrainState, x: Tensor, y: Tensor,
                 autocast: torch.dtype | None = None, counters: Sequence[Any] = (),
-                hook: Callable[[Any, tuple[Any, Any]], tuple[Tensor, Tensor]] | None = None) -> Tensor:
+                hook: Callable[[Any, tuple[Any, Any]], tuple[Tensor, Tensor]] | None = None,
+                go_on: Callable[[], bool] | None = None) -> Tensor | None:
     """One step as the trainer takes it: forward and loss (under ``autocast``), backward, gradient clipping
     (``TrainConfig.grad_clip``), optimizer step, ``on_step_end``. ``counters`` (context managers) wrap
-    forward and backward; ``hook``: the trainer's ``forward(model, (x, y)) -> (output, target)``."""
+    forward and backward; ``hook``: the trainer's ``forward(model, (x, y)) -> (output, target)``.
+    ``go_on()`` is asked after the forward, inside the counters: when it says no, the step stops there
+    (no loss, gradient or update) and returns ``None``."""
     with contextlib.ExitStack() as stack:
         for counter in counters:
             stack.enter_context(counter)
         with torch.autocast(x.device.type, dtype=autocast) if autocast else contextlib.nullcontext():
             out, target = hook(forward, (x, y)) if hook is not None else (forward(x), y)
+            if go_on is not None and not go_on():
+                return None
             loss = loss_fn(out, target)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -412,16 +425,60 @@ def _train_step(forward: Callable[[Tensor], Tensor], loss_fn: LossFn, optimizer:
 
 
 def _step(plan: DryRunPlan, batch_size: int | None, flop_budget: float) -> StepMeasure:
-    model, parameters, batch_size, optimizer, loss_fn, callbacks, state, x, y = _prepare(
-        plan, torch.device("cpu"), batch_size, flop_budget)
+    """The counted CPU step. Without a ``batch_size``, the forward that chooses it is the step's own.
+
+    The step starts at the smallest batch, under its counter; the FLOPs of its forward give the affordable
+    batch. When that is the smallest (the big networks: the decoder, the WRNs) the step goes on from that
+    forward; otherwise it stops before any loss, gradient or update, the random state and the buffers
+    (BatchNorm's running statistics) are put back as they were, and the step is taken afresh at the
+    affordable batch. The choice is the one a separate counting forward would make (the count depends on
+    shapes alone), without that forward: counted on meta, it ran many operators through Python kernels and
+    cost as much as a real step on the small networks; counted for real, the big networks ran it twice.
+    """
+    setup = _prepare(plan, torch.device("cpu"))
+    if batch_size is not None:
+        return _measured(plan, setup, batch_size)
+    model, paper = setup[0], plan.train.batch_size
+    smallest = smallest_batch(model, paper)
+    rng = torch.get_rng_state()
+    buffers = [(module._buffers, name, t, t.clone()) for module in model.modules()
+               for name, t in module._buffers.items() if t is not None]
+    step = _measured(plan, setup, smallest,
+                     choose=lambda forward_flops: affordable_batch(forward_flops, smallest, paper, flop_budget))
+    if isinstance(step, StepMeasure):
+        return step
+    torch.set_rng_state(rng)  # as if the stopped forward had never run
+    with torch.no_grad():
+        for table, name, tensor, saved in buffers:
+            table[name] = tensor.copy_(saved)
+    return _measured(plan, setup, step)
+
+
+def _measured(plan: DryRunPlan, setup: tuple, batch_size: int,
+              choose: Callable[[int], int] | None = None) -> StepMeasure | int:
+    """The step at ``batch_size`` under a :class:`StepCounter`. ``choose(forward_flops)``, asked after
+    the forward, may want another batch: the step then stops there, and that batch is returned instead."""
+    model, parameters, optimizer, loss_fn, callbacks, state = setup
+    x, y = plan.batch(batch_size)
+    counter = StepCounter()
+    wanted = batch_size
+
+    def go_on() -> bool:
+        nonlocal wanted
+        if choose is not None:
+            wanted = choose(counter.flops)
+        return wanted == batch_size
+
     started = time.perf_counter()
-    flops, ops = FlopCounterMode(display=False), OpCounter()
-    loss = _train_step(model, loss_fn, optimizer, callbacks, state, x, y, counters=(flops, ops), hook=plan.forward)
+    loss = _train_step(model, loss_fn, optimizer, callbacks, state, x, y, counters=(counter,), hook=plan.forward,
+                       go_on=go_on)
     seconds = time.perf_counter() - started
+    if loss is None:
+        return wanted
     if not torch.isfinite(loss).all():
         raise FloatingPointError(f"the dry-run step's loss is {loss.item()} (model {type(model).__name__})")
-    return StepMeasure(type(model).__name__, batch_size, int(flops.get_total_flops()), ops.ops, seconds,
-                       float(loss), parameters)
+    return StepMeasure(type(model).__name__, batch_size, int(counter.flops), counter.ops, seconds, float(loss),
+                       parameters)
 
 
 @dataclass(frozen=True)
@@ -473,8 +530,9 @@ def time_on_device(plan: DryRunPlan, device: str | torch.device = "cuda", *, ste
     compile = plan.train.compile if compile is None else compile
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(0)
-        model, parameters, batch_size, optimizer, loss_fn, callbacks, state, x, y = _prepare(
-            plan, device, plan.timing_batch or plan.train.batch_size, DEFAULT_FLOP_BUDGET)
+        model, parameters, optimizer, loss_fn, callbacks, state = _prepare(plan, device)
+        batch_size = plan.timing_batch or plan.train.batch_size
+        x, y = (t.to(device) for t in plan.batch(batch_size))
         autocast = autocast_dtype(run_precision(plan.train.precision), device)
         forward = torch.compile(model) if compile else model
         started = time.perf_counter()
@@ -567,9 +625,9 @@ def format_report(report: DryRunReport) -> str:
         + ("a batch read from the data root through the study's own loader (each group's data line)"
            if any(g.source for g in report.groups) else "synthetic data of the right shape")
         + " (forward, loss, backward, optimizer step, the study's after-step work); nothing is stored.",
-        "FLOPs: counted by torch.utils.flop_counter.FlopCounterMode (matrix products and convolutions) at the batch "
-        "the step ran at and scaled linearly to the paper's batch; the batch is reduced when the paper's would take "
-        f"more than {report.flop_budget / 1e9:.3g} GFLOP (a few seconds on a CPU).",
+        "FLOPs: counted as torch.utils.flop_counter.FlopCounterMode counts them (matrix products and convolutions) at "
+        "the batch the step ran at and scaled linearly to the paper's batch; the batch is reduced when the paper's "
+        f"would take more than {report.flop_budget / 1e9:.3g} GFLOP (a few seconds on a CPU).",
         "Optimizer steps = epochs x ceil(examples / batch); evaluation passes are not counted.",
         f"GPU-hours assume {tp.description}: per run max(FLOPs / {tp.flops_per_s / 1e12:.0f} TFLOP/s, "
         f"steps x ATen operators of forward and backward per step x {tp.launch_s * 1e6:g} us).",
