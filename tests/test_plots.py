@@ -277,3 +277,27 @@ def test_spread_is_drawn_whenever_there_is_more_than_one_run():
     assert not ax.collections  # one run: no band to draw
     plots.with_ci(ax, np.arange(4), np.array([[1.0, 2, 3, 4], [1.5, 2.5, 2.5, 4.5]]), "two runs")
     assert len(ax.collections) == 1
+
+
+def test_the_house_theme_is_seaborns_paper_ticks_theme_written_out():
+    """set_style() sets what seaborn.set_theme(context="paper", style="ticks", palette=HOUSE_COLOURS) sets, then the
+    house sizes, without importing seaborn (and scipy.stats with it): the same rcParams, but for the default
+    colormap ("rocket" is seaborn's own; no house figure draws with the default) and float rounding."""
+    import seaborn as sns
+
+    def after(style):
+        with plt.rc_context():
+            plt.rcdefaults()
+            style()
+            return dict(plt.rcParams)
+
+    def seaborns():
+        sns.set_theme(context="paper", style="ticks", palette=plots.HOUSE_COLOURS)
+        plots.set_style()  # the house part on top: seaborn's theme is already in place, so it sets nothing else
+
+    ours, theirs = after(plots.set_style), after(seaborns)
+    assert theirs["image.cmap"] == "rocket" and ours["image.cmap"] == plt.rcParamsDefault["image.cmap"]
+    differ = {k for k in ours if k != "image.cmap" and ours[k] != theirs[k]
+              and not (isinstance(ours[k], float) and ours[k] == pytest.approx(theirs[k]))}
+    assert differ == set()
+    assert set(plots.SEABORN_PAPER_TICKS) < {k for k in ours if ours[k] != plt.rcParamsDefault[k]}

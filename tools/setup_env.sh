@@ -32,12 +32,24 @@ if [ "$installer" = uv ] && ! pip_install uv==0.13.9; then
   echo "[setup] uv could not be installed; installing with pip"
   installer=pip
 fi
-# --compile-bytecode: uv installs source files only, and where PYTHONDONTWRITEBYTECODE is set (as on this
-# project's machines) every process then compiles what it imports: torch._dynamo, which torch's optimizers
-# import on first use, took 12 CPU-s a process uncompiled and 6.5 s compiled (pip compiles by default).
+# Bytecode: uv installs source files only, and where PYTHONDONTWRITEBYTECODE is set (as on this project's
+# machines) every process then compiles what it imports: torch._dynamo, which torch's optimizers import on
+# first use, took 12 CPU-s a process uncompiled and 6.5 s compiled (pip compiles by default). So the install
+# is compiled once, on every core, but for what no process of this project imports: the packages' own test
+# suites (45 of the 224 MB of Python the requirements install: pandas/tests, scipy's, sympy's, torch's
+# testing/_internal, ...) and the installers (pip, setuptools). Measured on this project's 2-core machine:
+# 84 CPU-s for everything (uv's --compile-bytecode compiles as much); compileall exits 1 for the few files of
+# the packages' own that are not Python 3 (as uv's compile skips them).
+compile_bytecode() {
+  local site
+  site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  "$venv/bin/python" -m compileall -q -j 0 \
+    -x '/(tests?|testing/_internal)/|/site-packages/(pip|setuptools|_distutils_hack)/' "$site" >/dev/null || true
+}
 if [ "$installer" = uv ]; then
-  "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" -r requirements.txt
+  "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" -r requirements.txt
   "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps --no-build-isolation -e .
+  compile_bytecode
 else
   pip_install -r requirements.txt
   pip_install --no-deps --no-build-isolation -e .

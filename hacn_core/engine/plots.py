@@ -2,7 +2,7 @@
 
 One look for every chapter, legible at the book's text width:
 
-* ``set_style()`` once per notebook: seaborn's ticks theme, fonts in points that stay
+* ``set_style()`` once per notebook: seaborn's paper ticks theme (:data:`SEABORN_PAPER_TICKS`), fonts in points that stay
   readable at :data:`FIG_WIDTH` (ticks and legends at 8 pt, labels and titles at 9 pt),
   vector (SVG) inline output so the rendered book stays sharp.
 * ``figure`` makes a grid of axes :data:`FIG_WIDTH` wide whatever the number of columns
@@ -36,7 +36,7 @@ from collections.abc import Hashable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
+from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.collections import Collection
 from matplotlib.figure import Figure
@@ -75,13 +75,27 @@ FONT_SIZES: dict[str, float] = {
     "legend.title_fontsize": 8,
 }
 MIN_FONT_PT = 8.0  # no text of a figure is smaller
+#: What ``seaborn.set_theme(context="paper", style="ticks", palette=HOUSE_COLOURS)`` changes in matplotlib's
+#: defaults, written out (font sizes: :data:`FONT_SIZES` replace the paper context's), but for ``image.cmap``:
+#: seaborn's "rocket" exists only once seaborn is imported, and no house figure draws with the default
+#: colormap (the connectivity heatmap names its own). Importing seaborn for its theme cost about a second
+#: of every notebook kernel (it imports scipy.stats); tests/test_plots.py checks this against seaborn's.
+SEABORN_PAPER_TICKS: dict[str, object] = {
+    "axes.axisbelow": True, "axes.edgecolor": ".15", "axes.labelcolor": ".15", "axes.linewidth": 1.0,
+    "axes.prop_cycle": cycler(color=HOUSE_COLOURS),
+    "font.sans-serif": ["Arial", "DejaVu Sans", "Liberation Sans", "Bitstream Vera Sans", "sans-serif"],
+    "grid.color": ".8", "lines.linewidth": 1.2, "lines.markersize": 4.8, "lines.solid_capstyle": "round",
+    "patch.edgecolor": "w", "patch.force_edgecolor": True, "patch.linewidth": 0.8, "text.color": ".15",
+    **{f"{axis}.{key}": value for axis in ("xtick", "ytick") for key, value in (
+        ("color", ".15"), ("major.size", 4.8), ("major.width", 1.0), ("minor.size", 3.2), ("minor.width", 0.8))},
+}
 
 
 def set_style() -> None:
-    """Seaborn's ticks theme, the house font sizes and vector (SVG) inline output for notebooks."""
-    sns.set_theme(context="paper", style="ticks", palette=HOUSE_COLOURS)
+    """Seaborn's paper ticks theme, the house font sizes and vector (SVG) inline output for notebooks."""
     plt.rcParams.update(
         {
+            **SEABORN_PAPER_TICKS,
             **FONT_SIZES,
             "figure.dpi": 100,
             "savefig.bbox": "tight",
