@@ -31,7 +31,17 @@ the ratio of the medians. On a shared machine the ratios move by a few hundredth
 from one run to the next; repeat to see the spread.
 
     python benchmarks/bench_awnn_backbones.py [--reps 12] [--steps 3] [--only resnet20,gin,transformer]
-                                              [--no-naive] [--compare-node REV]
+                                              [--no-naive] [--compare-node REV] [--device cuda] [--json FILE]
+
+``--device cuda`` runs the same arms on a GPU (``tools/gpu_checks.sh`` does): times are then wall
+times of each block, the GPU synchronised before and after it, and every arm's **host reads per
+step** are counted as well: the synchronising CUDA operations of one step (``.item()``, ``.tolist()``,
+a copy to the host, ...), as ``torch.cuda.set_sync_debug_mode("warn")`` reports them one warning each.
+Each read waits for every kernel queued before it, so on a GPU they, not the arithmetic, decide the
+pace of small networks; the target is at most one read per step for the adaptive arm (the widths'
+update reads all rates at once: :func:`hacn_core.awnn.update_widths`). On the CPU there is no queue to
+wait for and nothing is counted. ``--json FILE`` writes the medians, ratios and counts with the
+device, versions and settings (a record for ``benchmarks/gpu-records/``).
 
 Measured (one thread, the 2-core machine loaded by two trainings, ``--compare-node 38931fb``,
 the node before its input gradient was made contiguous; ratio of the medians, six runs of
@@ -50,11 +60,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -144,7 +157,7 @@ class FollowWidths:
                 self._resize(last, last.out_features, w)
 
     def _resize(self, lin: nn.Linear, out_features: int, in_features: int) -> None:
-        new = nn.Linear(in_features, out_features, bias=lin.bias is not None)
+        new = nn.Linear(in_features, out_features, bias=lin.bias is not None, device=lin.weight.device)
         o, i = min(out_features, lin.out_features), min(in_features, lin.in_features)
         with torch.no_grad():
             new.weight[:o, :i] = lin.weight[:o, :i]
@@ -247,17 +260,17 @@ def _steppers(build: Callable[[str, int | None], nn.Module], forward: Callable[[
     return steps, follow.sync, widths
 
 
-def resnet20_case() -> tuple:
+def resnet20_case(device: torch.device) -> tuple:
     """ResNet-20 (16/32/64 channels) on 1x28x28 images, batch 32, 10 classes; adaptive head at rate 0.02."""
-    x, y = torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
+    x, y = torch.randn(32, 1, 28, 28, device=device), torch.randint(0, 10, (32,), device=device)
 
     def build(kind: str, width: int | None) -> nn.Module:
-        return resnet20(in_channels=1, head=kind, head_width=width or 0)
+        return resnet20(in_channels=1, head=kind, head_width=width or 0).to(device)
 
     return "ResNet-20, MNIST-sized batch of 32", build, (lambda m: m(x)), y, 53_000
 
 
-def gin_case() -> tuple:
+def gin_case(device: torch.device) -> tuple:
     """GIN, 2 layers, sum pooling, embeddings 64, on 32 random graphs of 30 nodes and 37 features (NCI1-sized)."""
     g, n = 32, 30
     x = torch.randn(g * n, 37)
@@ -270,21 +283,23 @@ def gin_case() -> tuple:
     ei = torch.cat([ei, ei.flip(0)], dim=1)
     batch = torch.arange(g).repeat_interleave(n)
     y = torch.randint(0, 2, (g,))
+    x, ei, batch, y = x.to(device), ei.to(device), batch.to(device), y.to(device)
 
     def build(kind: str, width: int | None) -> nn.Module:
-        return GIN(in_features=37, num_classes=2, layers=2, pooling="sum", dim=64, mlp=kind, hidden=width or 64)
+        return GIN(in_features=37, num_classes=2, layers=2, pooling="sum", dim=64, mlp=kind,
+                   hidden=width or 64).to(device)
 
     return "GIN (2 layers, 3 MLPs), 32 graphs x 30 nodes", build, (lambda m: m(x, ei, batch)), y, 3_329
 
 
-def transformer_case() -> tuple:
+def transformer_case(device: torch.device) -> tuple:
     """Transformer d 64, 4 heads, 2+2 layers, batch 16 x 16 tokens, vocab 200; adaptive FFNs at rate 0.004."""
-    src, tgt = torch.randint(1, 200, (16, 16)), torch.randint(1, 200, (16, 17))
+    src, tgt = torch.randint(1, 200, (16, 16), device=device), torch.randint(1, 200, (16, 17), device=device)
     dec_in, dec_out = tgt[:, :-1], tgt[:, 1:]
 
     def build(kind: str, width: int | None) -> nn.Module:
         return Seq2SeqTransformer(src_vocab=200, tgt_vocab=200, d_model=64, heads=4, encoder_layers=2,
-                                  decoder_layers=2, ffn=kind, ffn_hidden=width or 2048, dropout=0.0)
+                                  decoder_layers=2, ffn=kind, ffn_hidden=width or 2048, dropout=0.0).to(device)
 
     return "Transformer d 64, 2+2 layers, 16 x 16 tokens", build, (lambda m: m(src, dec_in)), dec_out, 29_000 * 16
 
@@ -297,7 +312,38 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q[0], q[1], q[2]
 
 
-def main() -> None:
+def host_reads(step: Callable[[], None]) -> int:
+    """The synchronising CUDA operations of one ``step()`` (host reads: ``.item()``, ``.tolist()``, copies to
+    the host), one warning each under ``torch.cuda.set_sync_debug_mode("warn")``."""
+    torch.cuda.synchronize()
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    return sum("synchronizing" in str(w.message) for w in caught)
+
+
+def timed_block(fn: Callable[[], None], steps: int, device: torch.device) -> float:
+    """Seconds per step of ``steps`` calls of ``fn``: CPU time on the CPU (one thread), wall time between two
+    synchronisations on a GPU (the kernels queued by the block included)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        t = time.perf_counter()
+        for _ in range(steps):
+            fn()
+        torch.cuda.synchronize(device)
+        return (time.perf_counter() - t) / steps
+    t = time.process_time()
+    for _ in range(steps):
+        fn()
+    return (time.process_time() - t) / steps
+
+
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=12)
     ap.add_argument("--steps", type=int, default=3, help="steps per timed block")
@@ -305,36 +351,51 @@ def main() -> None:
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--compare-node", metavar="REV", default=None,
                     help="also time the adaptive backbone with AWNN's C++ node of git revision REV (built once)")
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="where the arms run (cuda: wall time per step and host reads per step)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the measurements to this file")
+    args = ap.parse_args(argv)
     names = args.only.split(",")
     for name in names:
         if name not in CASES:
             ap.error(f"--only: {name!r} is not a case; allowed: {', '.join(CASES)}")
+    if args.reps < 1 or args.steps < 1:
+        ap.error(f"--reps {args.reps} --steps {args.steps}: both must be at least 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device is available here")
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
     old_node = None
     if args.compare_node is not None:
         if fast_cpp.active_backend() != "cpp":
             ap.error("--compare-node needs this checkout's C++ node (it did not build, or the backend is python)")
         old_node = (args.compare_node, node_of_revision(args.compare_node))
-    print(f"1 CPU thread, Adam lr {LR}, {args.reps} interleaved reps x {args.steps} steps, CPU time per step")
+    clock = "CPU time per step, 1 CPU thread" if device.type == "cpu" else \
+        f"wall time per step on {torch.cuda.get_device_name(device)}"
+    print(f"{args.device}: Adam lr {LR}, {args.reps} interleaved reps x {args.steps} steps, {clock}")
+    started = time.perf_counter()
+    record: dict = {"device": args.device if device.type == "cpu" else torch.cuda.get_device_name(device),
+                    "clock": clock, "reps": args.reps, "steps": args.steps, "target_ratio": TARGET_RATIO,
+                    "awnn_node": fast_cpp.active_backend(), "torch": torch.__version__,
+                    "python": platform.python_version(), "threads": torch.get_num_threads(), "cases": {}}
     for name in names:
-        title, build, forward, target, n_train = CASES[name]()
+        title, build, forward, target, n_train = CASES[name](device)
         steps, before_block, widths = _steppers(build, forward, target, n_train, naive=not args.no_naive,
                                                 old_node=old_node)
-        for fn in steps.values():  # warm-up (C++ node, allocator)
+        for fn in steps.values():  # warm-up (C++ node, allocator, CUDA kernels)
             fn()
+        reads = {k: host_reads(fn) for k, fn in steps.items()} if device.type == "cuda" else None
         times: dict[str, list[float]] = {k: [] for k in steps}
         for _ in range(args.reps):
             before_block()  # the fixed MLPs take the adaptive ones' current widths
             for key, fn in steps.items():
-                t = time.process_time()
-                for _ in range(args.steps):
-                    fn()
-                times[key].append((time.process_time() - t) / args.steps)
+                times[key].append(timed_block(fn, args.steps, device))
         med = {k: statistics.median(v) for k, v in times.items()}
         w = widths()
         print(f"\n{name}: {title}; starting width {w['start']}, adaptive widths now {w['adaptive']}, "
               f"fixed {w['fixed']}" + ("" if w["naive"] is None else f", naive {w['naive']}"))
+        case: dict = {"title": title, "widths": w, "arms": {}}
         for key in steps:
             ratio = med[key] / med["fixed"]
             paired = [a / f for a, f in zip(times[key], times["fixed"])]
@@ -342,7 +403,20 @@ def main() -> None:
             note = "" if not key.startswith("adaptive") else ("  (target <= %.2f: %s)" % (
                 TARGET_RATIO, "met" if ratio <= TARGET_RATIO else "NOT met"))
             spread = "" if key == "fixed" else f"   per rep x{mid:.3f} [{lo:.3f}, {hi:.3f}]"
-            print(f"  {key:18s} {1000 * med[key]:8.2f} ms/step   x{ratio:.3f}{spread}{note}")
+            read = "" if reads is None else f"   {reads[key]} host read(s) a step"
+            print(f"  {key:18s} {1000 * med[key]:8.2f} ms/step   x{ratio:.3f}{spread}{read}{note}")
+            case["arms"][key] = {"ms_per_step": 1000 * med[key], "ratio_to_fixed": ratio,
+                                 "per_rep_ratio_quartiles": [lo, mid, hi],
+                                 "host_reads_per_step": None if reads is None else reads[key]}
+        record["cases"][name] = case
+    record["wall_s"] = time.perf_counter() - started
+    record["command"] = "python benchmarks/bench_awnn_backbones.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        tmp.replace(args.json)
+    return record
 
 
 if __name__ == "__main__":

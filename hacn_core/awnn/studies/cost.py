@@ -129,7 +129,7 @@ class NaiveAWNN(nn.Module):
         carried: dict[nn.Parameter, dict] = {}
         new_lins = []
         for i, old in enumerate(self.lins):
-            lin = nn.Linear(dims[i], dims[i + 1])
+            lin = nn.Linear(dims[i], dims[i + 1], device=old.weight.device)  # on the GPU too (the backbones' bench)
             with torch.no_grad():
                 nn.init.normal_(lin.weight)
                 nn.init.normal_(lin.bias)
@@ -153,7 +153,7 @@ class NaiveAWNN(nn.Module):
         h = x
         for r, lin in zip(self.raw, self.lins[:-1]):
             nu = F.softplus(r)
-            j = torch.arange(lin.out_features, dtype=x.dtype)
+            j = torch.arange(lin.out_features, dtype=x.dtype, device=x.device)
             h = F.relu(lin(h)) * (torch.exp(-nu * j) - torch.exp(-nu * (j + 1)))
         return self.lins[-1](h)
 
