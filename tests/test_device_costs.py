@@ -183,3 +183,30 @@ def test_timed_steps_clip_gradients_as_the_trainer_does():
     spied = replace(plan, callbacks=lambda loss: [Spy()])
     time_on_device(spied, "cpu", steps=1, warmup=0)
     assert float((moved["after"] - before).norm()) == pytest.approx(0.1 * 1e-3, rel=1e-4)
+
+
+def test_the_appendix_reading_takes_every_number_from_the_records():
+    """The bullets under the appendix's GPU tables: MFU, H-ACN over the ResNet, the launch-bound models' share
+    of the peak and time per operator, the compile speed-up, and the hours of the decoder's and Mixer's
+    profiles, each as the record functions compute it; a record left out drops what it carried; none: nothing."""
+    records = dc.load_records()
+    if "decoder-mfu" not in records or "dry-run-hacn-mixer-long" not in records:
+        pytest.skip("no GPU records stored")
+    big = ("hacn-decoder", "hacn-vit")
+    first, second, third = dc.gpu_reading(records)
+    mfu = {(r["rule"], r["mode"]): r for r in dc.decoder_mfu(records["decoder-mfu"])}
+    assert f"{mfu[('resnet', 'eager')]['mfu_percent']:.0f}% eager" in first
+    assert f"{100 * (mfu[('hacn', 'compiled')]['time_vs_resnet'] - 1):.0f}% (compiled)" in first
+    launch = [us for name, us in dc.time_per_operator(records).items() if name not in big]
+    assert f"took {min(launch):.0f} to {max(launch):.0f} µs" in second
+    rows = dc.profile_costs(records)
+    share = [r["best_fraction_of_peak"] for r in rows if not any(b in r["record"] for b in big)]
+    assert f"{100 * max(share):.0f}% of the peak" in second
+    speedups = [float(line.rsplit("(", 1)[1].rstrip("x)")) for line in dc.compile_speedups(records)]
+    assert f"{min(speedups):.1f} to {max(speedups):.1f} times shorter" in second
+    hours = {r["record"]: r["measured_hours"] for r in rows}
+    assert f"takes {hours['dry-run-hacn-decoder']:,.0f} H100-hours" in third  # the records' device
+    assert f"{hours['dry-run-hacn-mixer-long'] / 24:.1f} days eager" in third
+    assert "compiled pace" not in " ".join(dc.gpu_reading({k: v for k, v in records.items() if "compiled" not in k}))
+    assert len(dc.gpu_reading({k: v for k, v in records.items() if k != "decoder-mfu"})) == 2
+    assert dc.gpu_reading({}) == []

@@ -143,3 +143,70 @@ def time_per_operator(records: dict[str, dict[str, Any]]) -> dict[str, float]:
             us = [1e6 * g["measured"]["seconds_per_step"] / g["cpu_step"]["ops"] for g in rec["groups"]]
             out[rec["experiment"]] = statistics.median(us)
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
+
+
+def gpu_reading(records: dict[str, dict[str, Any]]) -> list[str]:
+    """The appendix's reading of the GPU records, as Markdown bullets with every number taken from them:
+    what the decoder reaches (MFU, H-ACN against the ResNet), how far the small models are from the peak and
+    why (the time per kernel launch against the dry run's assumed 5 µs, what compiling gains), and what the
+    paper profiles mean for a reader with one GPU. Empty without records."""
+    costs = {row["record"]: row for row in profile_costs(records)}
+    mfu = records.get("decoder-mfu")
+    lines = []
+    if mfu:
+        get = {(r["rule"], r["mode"]): r for r in decoder_mfu(mfu)}
+        eager, compiled = get[("resnet", "eager")], get[("resnet", "compiled")]
+        h_eager, h_compiled = get[("hacn", "eager")], get[("hacn", "compiled")]
+        memory = max(h_eager["memory_vs_resnet"], h_compiled["memory_vs_resnet"])
+        lines.append(
+            f"*Only the decoder keeps the GPU busy.* The 208.54M decoder (the ResNet) reaches an MFU of "
+            f"{eager['mfu_percent']:.0f}% eager and {compiled['mfu_percent']:.0f}% compiled (nanoGPT's formula, over "
+            f"the {mfu['peak_note']}). "
+            f"The H-ACN rule's step costs {100 * (h_compiled['time_vs_resnet'] - 1):.0f}% (compiled) and "
+            f"{100 * (h_eager['time_vs_resnet'] - 1):.0f}% (eager) more than the ResNet's: DepthLN and the residual "
+            f"weights add small element-wise operations at every layer, and compiling fuses part of them. Its peak memory is "
+            f"{memory:.3f}x the ResNet's: the rule adds a few scalars and per-layer tensors.")
+    big_models = ("hacn-decoder", "hacn-vit")  # the two that fill a good part of the GPU
+    small = {k: r for k, r in costs.items() if not any(b in k for b in big_models)}
+    launch = {k: us for k, us in time_per_operator(records).items() if k not in big_models}
+    speedups = []
+    for name, rec in records.items():
+        if name.startswith("dry-run-hacn-mixer-long-compiled") and "dry-run-hacn-mixer-long" in records:
+            for g in rec["groups"]:
+                e = next((e for e in records["dry-run-hacn-mixer-long"]["groups"] if e["key"] == g["key"]), None)
+                if e is not None:
+                    speedups.append(e["measured"]["seconds_per_step"] / g["measured"]["seconds_per_step"])
+    if small and launch:
+        share = {r["experiment"]: r["best_fraction_of_peak"] for r in small.values()}
+        over = [r["measured_over_assumed"] for r in small.values() if "compiled" not in r["mode"]]
+        mixer_ops = statistics.median(g["cpu_step"]["ops"] for g in records["dry-run-hacn-mixer-long"]["groups"]) \
+            if "dry-run-hacn-mixer-long" in records else None
+        line = (f"*The small models are bound by kernel launches.* Their best model reaches "
+                f"{100 * min(share.values()):.2f}% to {100 * max(share.values()):.0f}% of the peak "
+                f"({min(share, key=share.get)} to {max(share, key=share.get)}).")
+        if mixer_ops is not None:
+            line += f" A step of the paper's Mixer is {mixer_ops:,.0f} ATen operators of forward and backward,"
+        line += (f" and one took {min(launch.values()):.0f} to {max(launch.values()):.0f} µs (the median of each "
+                 f"profile's models), not the 5 µs the dry run assumes, so the measured hours are "
+                 f"{min(over):.1f} to {max(over):.1f} times the assumed ones.")
+        if speedups:
+            line += (f" Compiling fuses many of those kernels: the Mixer's step gets {min(speedups):.1f} to "
+                     f"{max(speedups):.1f} times shorter.")
+        line += (" Stacking seeds into one batched model loses on the 2-core CPU "
+                 "(`benchmarks/bench_seed_stacking.py`); on a GPU it is the other lever to measure.")
+        lines.append(line)
+    big = [costs.get(f"dry-run-{e}") for e in big_models]
+    mixer = costs.get("dry-run-hacn-mixer-long")
+    if all(big) and mixer:
+        dec, vit = (r["measured_hours"] for r in big)
+        gpu = next((k for k in ("H100", "H200", "A100") if k in big[0]["device"]), "GPU")  # the records' device
+        line = (f"*What that means for a reader with one GPU.* At the measured pace the decoder's paper profile "
+                f"({big[0]['configurations']} runs) takes {dec:,.0f} {gpu}-hours of training steps and the ViT's "
+                f"({big[1]['configurations']} runs) {vit:,.0f}, {dec / 24:.0f} and {vit / 24:.0f} days on one {gpu}. "
+                f"The Mixer's {mixer['configurations']} runs take {mixer['measured_hours'] / 24:.1f} days eager")
+        line += (f", {mixer['measured_hours'] / max(speedups) / 24:.1f} to {mixer['measured_hours'] / min(speedups) / 24:.1f} "
+                 "at the compiled pace." if speedups else ".")
+        line += (" The book's chapters train offline analogues on the CPU instead; each chapter says why its budget "
+                 "is what it is.")
+        lines.append(line)
+    return lines
