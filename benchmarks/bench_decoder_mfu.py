@@ -21,6 +21,11 @@ Needs CUDA for the paper's size; ``--device cpu --layers 2 --dim 64 --batch 2`` 
 small, for a check. ``--json FILE`` writes the numbers with the device and versions.
 
 Run: ``python benchmarks/bench_decoder_mfu.py [--batch 128] [--steps 10] [--no-compile] [--json FILE]``.
+
+The micro-batch is the lever on MFU that a GPU's memory allows (Table 4's 512 sequences per optimizer step
+are 4 of 128; 2 of 256 on a GPU that holds them): ``--batches 128,256 --rules resnet --compile-only``
+times the compiled ResNet at each (``tools/gpu_checks.sh`` runs it after the main record, into its own
+file: a sweep has several rows per rule and mode).
 """
 
 from __future__ import annotations
@@ -73,6 +78,9 @@ def time_training(config: dict, device: torch.device, batch: int, steps: int, wa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=128, help="sequences per step (the paper's micro-batch: 128)")
+    parser.add_argument("--batches", default=None, help="comma-separated micro-batches to sweep (replaces --batch)")
+    parser.add_argument("--rules", default="resnet,hacn", help="comma-separated, of: resnet, hacn")
+    parser.add_argument("--compile-only", action="store_true", help="compiled only")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per contestant")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
     parser.add_argument("--no-compile", action="store_true", help="eager only")
@@ -85,36 +93,59 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --device cuda: CUDA is not available here; the paper-size decoder needs a GPU "
               "(--device cpu --layers 2 --dim 64 --batch 2 runs the same code small)", file=sys.stderr)
         return 2
+    try:
+        batches = [int(b) for b in args.batches.split(",")] if args.batches else [args.batch]
+    except ValueError:
+        batches = []
+    if not batches or min(batches) < 1:
+        parser.error(f"--batches {args.batches!r}: allowed: comma-separated positive integers, e.g. 128,256")
+    wanted = args.rules.split(",")
+    if not wanted or any(r not in ("resnet", "hacn") for r in wanted):
+        parser.error(f"--rules {args.rules!r}: allowed: resnet, hacn (comma-separated)")
+    if args.no_compile and args.compile_only:
+        parser.error("--no-compile and --compile-only: allowed: one of them")
     device = torch.device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = True
     paper = {c["rule"]: c for c in get("hacn-decoder").runs("paper") if c["seed"] == 0}
-    rules = {"resnet": paper["resnet"], "hacn": paper["hacn"]}
+    rules = {rule: paper[rule] for rule in ("resnet", "hacn") if rule in wanted}
     for cfg in rules.values():
         if args.layers:
             cfg["num_layers"] = args.layers
         if args.dim:
             cfg["dim"], cfg["mlp_dim"], cfg["num_heads"] = args.dim, 4 * args.dim, max(1, args.dim // 64)
-    cfg = rules["resnet"]
+    cfg = next(iter(rules.values()))
     peak, peak_note = peak_flops(device)
     print(f"# bench_decoder_mfu: {cfg['num_layers']} layers, d {cfg['dim']}, {cfg['num_heads']} heads, "
-          f"vocab {cfg['vocab_size']}, batch {args.batch} x {cfg['block_size']} tokens, dropout {cfg['dropout']}, "
+          f"vocab {cfg['vocab_size']}, batch {'/'.join(map(str, batches))} x {cfg['block_size']} tokens, "
+          f"dropout {cfg['dropout']}, "
           f"device {device_description(str(device))}, torch {torch.__version__}")
     print(f"# MFU over the {peak_note}; nanoGPT's FLOPs per token 6N + 12 L H Q T")
-    modes = [False] if args.no_compile else [False, True]
+    modes = [False] if args.no_compile else [True] if args.compile_only else [False, True]
     rows = []
-    for compiled in modes:
-        for rule, config in rules.items():
-            r = time_training(config, device, args.batch, args.steps, args.warmup, compiled)
-            head_dim = config["dim"] // config["num_heads"]
-            per_token = nanogpt_flops_per_token(r["parameters"], config["num_layers"], config["num_heads"],
-                                                head_dim, config["block_size"])
-            tokens_s = args.batch * config["block_size"] / r["seconds_per_step"]
-            r |= {"rule": rule, "compiled": compiled, "tokens_per_s": tokens_s,
-                  "flops_per_token": per_token, "mfu": per_token * tokens_s / peak}
-            rows.append(r)
-            print(f"{rule:>7} {'compiled' if compiled else 'eager':>8}: {r['seconds_per_step'] * 1e3:8.1f} ms/step  "
-                  f"{tokens_s:12,.0f} tokens/s  MFU {100 * r['mfu']:5.1f}%  peak {r['peak_bytes'] / 2**30:6.2f} GiB  "
-                  f"warm-up {r['warmup_seconds']:.0f} s  loss {r['losses'][0]:.3f} -> {r['losses'][1]:.3f}")
+    for batch in batches:
+        for compiled in modes:
+            for rule, config in rules.items():
+                try:
+                    r = time_training(config, device, batch, args.steps, args.warmup, compiled)
+                except torch.cuda.OutOfMemoryError:  # a sweep's batch too big for this GPU: say so, go on
+                    torch.cuda.empty_cache()
+                    rows.append({"rule": rule, "compiled": compiled, "batch": batch, "error": "out of memory"})
+                    print(f"{rule:>7} {'compiled' if compiled else 'eager':>8} batch {batch:4d}: out of memory")
+                    continue
+                head_dim = config["dim"] // config["num_heads"]
+                per_token = nanogpt_flops_per_token(r["parameters"], config["num_layers"], config["num_heads"],
+                                                    head_dim, config["block_size"])
+                tokens_s = batch * config["block_size"] / r["seconds_per_step"]
+                r |= {"rule": rule, "compiled": compiled, "batch": batch, "tokens_per_s": tokens_s,
+                      "flops_per_token": per_token, "mfu": per_token * tokens_s / peak}
+                rows.append(r)
+                print(f"{rule:>7} {'compiled' if compiled else 'eager':>8} batch {batch:4d}: "
+                      f"{r['seconds_per_step'] * 1e3:8.1f} ms/step  {tokens_s:12,.0f} tokens/s  "
+                      f"MFU {100 * r['mfu']:5.1f}%  peak {r['peak_bytes'] / 2**30:6.2f} GiB  warm-up "
+                      f"{r['warmup_seconds']:.0f} s  loss {r['losses'][0]:.3f} -> {r['losses'][1]:.3f}")
+    if len(batches) > 1 or len(rules) < 2 or any("error" in r for r in rows):  # a sweep: the rows are the result
+        _write(args, device, peak, peak_note, batches, cfg, rows)
+        return 0
     for compiled in modes:
         res, hacn = (next(r for r in rows if r["rule"] == k and r["compiled"] == compiled) for k in ("resnet", "hacn"))
         tr = hacn["seconds_per_step"] / res["seconds_per_step"]
@@ -125,15 +156,22 @@ def main(argv: list[str] | None = None) -> int:
         for rule in rules:
             e, c = (next(r for r in rows if r["rule"] == rule and r["compiled"] == m) for m in (False, True))
             print(f"{rule}: compiled / eager tokens/s {c['tokens_per_s'] / e['tokens_per_s']:.2f}x")
-    if args.json:
-        record = {"benchmark": "bench_decoder_mfu", "device": device_description(str(device)),
-                  "torch": torch.__version__, "code": code_version(), "batch": args.batch,
-                  "steps": args.steps, "warmup": args.warmup, "peak_flops": peak, "peak_note": peak_note,
-                  "config": {k: cfg[k] for k in ("num_layers", "dim", "num_heads", "mlp_dim", "vocab_size",
-                                                 "block_size", "dropout")},
-                  "rows": rows}
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    _write(args, device, peak, peak_note, batches, cfg, rows)
     return 0
+
+
+def _write(args: argparse.Namespace, device: torch.device, peak: float, peak_note: str, batches: list[int],
+           cfg: dict, rows: list[dict]) -> None:
+    """The record, to ``--json`` when given (``batch``: the one micro-batch, or the list of a sweep)."""
+    if not args.json:
+        return
+    record = {"benchmark": "bench_decoder_mfu", "device": device_description(str(device)),
+              "torch": torch.__version__, "code": code_version(), "batch": batches[0] if len(batches) == 1 else batches,
+              "steps": args.steps, "warmup": args.warmup, "peak_flops": peak, "peak_note": peak_note,
+              "config": {k: cfg[k] for k in ("num_layers", "dim", "num_heads", "mlp_dim", "vocab_size",
+                                             "block_size", "dropout")},
+              "rows": rows}
+    Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
 
 
 if __name__ == "__main__":

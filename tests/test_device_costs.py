@@ -210,3 +210,26 @@ def test_the_appendix_reading_takes_every_number_from_the_records():
     assert "compiled pace" not in " ".join(dc.gpu_reading({k: v for k, v in records.items() if "compiled" not in k}))
     assert len(dc.gpu_reading({k: v for k, v in records.items() if k != "decoder-mfu"})) == 2
     assert dc.gpu_reading({}) == []
+
+
+def test_the_mfu_sweep_writes_one_row_per_micro_batch_with_nanogpts_formula(tmp_path):
+    """bench_decoder_mfu.py --batches: one row per micro-batch (the CPU, 2 layers of d 64: the same code as the
+    paper's decoder on a GPU), tokens/s = batch x sequence / seconds per step and MFU = nanoGPT's FLOPs per
+    token x tokens/s / peak; bad values end with one line naming the option."""
+    from bench_decoder_mfu import main as mfu_main
+
+    out = tmp_path / "sweep.json"
+    assert mfu_main(["--device", "cpu", "--layers", "2", "--dim", "64", "--batches", "1,2", "--rules", "resnet",
+                     "--no-compile", "--steps", "1", "--warmup", "1", "--json", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["batch"] == [1, 2] and [r["batch"] for r in record["rows"]] == [1, 2]
+    seq = record["config"]["block_size"]
+    for r in record["rows"]:
+        assert r["rule"] == "resnet" and r["compiled"] is False
+        assert r["tokens_per_s"] == pytest.approx(r["batch"] * seq / r["seconds_per_step"])
+        assert r["flops_per_token"] == nanogpt_flops_per_token(r["parameters"], 2, 1, 64, seq)
+        assert r["mfu"] == pytest.approx(r["flops_per_token"] * r["tokens_per_s"] / record["peak_flops"])
+    for bad in (["--batches", "0,2"], ["--rules", "gpt"], ["--no-compile", "--compile-only"]):
+        with pytest.raises(SystemExit) as stop:
+            mfu_main(["--device", "cpu", *bad])
+        assert stop.value.code == 2

@@ -4,6 +4,7 @@
 # step against a fixed network of the same widths with the host reads per step counted
 # (benchmarks/bench_awnn_backbones.py --device cuda), and the paper profiles timed on the GPU (run --dry-run
 # --time-steps). Writes into $OUT (default ./gpu-out): env.txt, pytest.txt, decoder_mfu.txt/.json,
+# decoder_mfu_batches.txt/.json (the compiled ResNet at larger micro-batches),
 # awnn_backbones.txt/.json, dryrun.txt and dryrun.tar (one JSON per experiment). Copy the
 # JSON records into benchmarks/gpu-records/ (hacn_core.engine.device_costs reads them; add a "provenance"
 # block: command, machine, threads, wall seconds, date). Needs HACN_GIT_COMMIT=<the commit sent>.
@@ -19,6 +20,11 @@ left() { echo $(( deadline - $(date +%s) )); }
 { date; nvidia-smi; "$py" -c "import torch, sys; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"; } > "$out/env.txt" 2>&1
 echo "== decoder MFU (left $(left) s)"
 timeout 240 "$py" benchmarks/bench_decoder_mfu.py --json "$out/decoder_mfu.json" 2>&1 | tee "$out/decoder_mfu.txt"
+# MFU's lever that memory allows: the compiled ResNet decoder at larger micro-batches (Table 4's 512 sequences
+# an optimizer step as 2 x 256 instead of 4 x 128); a batch the GPU cannot hold ends that call, not the script
+echo "== decoder MFU by micro-batch, compiled ResNet (left $(left) s)"
+timeout 150 "$py" benchmarks/bench_decoder_mfu.py --batches "${HACN_MFU_BATCHES:-192,256}" --rules resnet \
+  --compile-only --steps 6 --json "$out/decoder_mfu_batches.json" 2>&1 | tee "$out/decoder_mfu_batches.txt"
 echo "== AWNN step against a fixed network, host reads per step (left $(left) s)"
 timeout 120 "$py" benchmarks/bench_awnn_backbones.py --device cuda --reps 12 --steps 5 \
   --json "$out/awnn_backbones.json" 2>&1 | tee "$out/awnn_backbones.txt"
