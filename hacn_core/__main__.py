@@ -97,6 +97,7 @@ ENVIRONMENT: dict[str, str] = {
     "HACN_PYTHON": "tools: the interpreter", "HACN_VENV": "tools: the virtual environment",
     "HACN_RUNS": "tools: run folder", "HACN_RUN_ARGS": "tools: run arguments", "HACN_TASK": "tools: task",
     "HACN_GPU_EXPERIMENTS": "tools: experiments for a lent GPU", "HACN_GPU_TESTS": "tests: GPU tests",
+    "HACN_MFU_BATCHES": "tools: micro-batches of the GPU MFU sweep",
     "HACN_GPU_TEST_SECONDS": "tests: GPU test budget", "HACN_TEST_DATA": "tests: skip the data tests",
     "HACN_MPS": "tools: NVIDIA's multi-process service", "HACN_CHROMIUM": "tools: the browser of the layout check",
     "HACN_TRACE_READS": "course packs: log of the results a notebook reads",

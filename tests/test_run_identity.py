@@ -57,7 +57,7 @@ KNOBS = [
 NOT_RUN_KNOBS = {"HACN_PROFILE", "HACN_RESULTS", "HACN_DATA", "HACN_DOWNLOAD", "HACN_ALLOW_TRAIN", "HACN_GIT_COMMIT",
                  "HACN_INSTALLER", "HACN_PYTHON", "HACN_VENV", "HACN_RUNS", "HACN_RUN_ARGS", "HACN_TASK",
                  "HACN_GPU_EXPERIMENTS", "HACN_GPU_TESTS", "HACN_GPU_TEST_SECONDS", "HACN_TEST_DATA", "HACN_MPS",
-                 "HACN_CHROMIUM", "HACN_TRACE_READS"}
+                 "HACN_CHROMIUM", "HACN_TRACE_READS", "HACN_MFU_BATCHES"}
 # What a stored provenance records: identity (hashed when not default) or a description of the run.
 IDENTITY = {"threads", "world_size", "backend", "precision"}
 DESCRIPTION = {"git_commit", "git_dirty", "device", "versions", "wall_time_s", "date", "segments", "engine",
