@@ -116,22 +116,27 @@ def decoder_reading(record: dict[str, Any], target: float = 1.05) -> list[str]:
     return lines
 
 
-def compile_speedups(records: dict[str, dict[str, Any]], experiment: str = "hacn-mixer-long") -> list[str]:
-    """Per compiled record of ``experiment``: its step eager (the eager record's group with the same key)
-    against compiled."""
+def compile_pairs(records: dict[str, dict[str, Any]], experiment: str = "hacn-mixer-long"
+                  ) -> list[tuple[dict[str, Any], float, float]]:
+    """Per group of each compiled record of ``experiment`` that the eager record also timed: its key and
+    seconds per step eager and compiled."""
     eager = records.get(f"dry-run-{experiment}")
-    lines = []
+    pairs = []
     for name, rec in sorted(records.items()):
         if not (name.startswith(f"dry-run-{experiment}-compiled") and eager):
             continue
         for g in rec["groups"]:
             match = next((e for e in eager["groups"] if e["key"] == g["key"]), None)
-            if match is None:
-                continue
-            a, b = match["measured"]["seconds_per_step"], g["measured"]["seconds_per_step"]
-            lines.append(f"{experiment} {g['key'].get('rule')}: {1e3 * a:.1f} ms per step eager, {1e3 * b:.1f} "
-                         f"compiled ({a / b:.1f}x)")
-    return lines
+            if match is not None:
+                pairs.append((g["key"], match["measured"]["seconds_per_step"], g["measured"]["seconds_per_step"]))
+    return pairs
+
+
+def compile_speedups(records: dict[str, dict[str, Any]], experiment: str = "hacn-mixer-long") -> list[str]:
+    """Per compiled record of ``experiment``: its step eager (the eager record's group with the same key)
+    against compiled."""
+    return [f"{experiment} {key.get('rule')}: {1e3 * a:.1f} ms per step eager, {1e3 * b:.1f} compiled ({a / b:.1f}x)"
+            for key, a, b in compile_pairs(records, experiment)]
 
 
 def time_per_operator(records: dict[str, dict[str, Any]]) -> dict[str, float]:
@@ -169,13 +174,7 @@ def gpu_reading(records: dict[str, dict[str, Any]]) -> list[str]:
     big_models = ("hacn-decoder", "hacn-vit")  # the two that fill a good part of the GPU
     small = {k: r for k, r in costs.items() if not any(b in k for b in big_models)}
     launch = {k: us for k, us in time_per_operator(records).items() if k not in big_models}
-    speedups = []
-    for name, rec in records.items():
-        if name.startswith("dry-run-hacn-mixer-long-compiled") and "dry-run-hacn-mixer-long" in records:
-            for g in rec["groups"]:
-                e = next((e for e in records["dry-run-hacn-mixer-long"]["groups"] if e["key"] == g["key"]), None)
-                if e is not None:
-                    speedups.append(e["measured"]["seconds_per_step"] / g["measured"]["seconds_per_step"])
+    speedups = [eager / compiled for _, eager, compiled in compile_pairs(records)]
     if small and launch:
         share = {r["experiment"]: r["best_fraction_of_peak"] for r in small.values()}
         over = [r["measured_over_assumed"] for r in small.values() if "compiled" not in r["mode"]]

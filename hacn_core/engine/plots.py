@@ -36,7 +36,7 @@ from collections.abc import Hashable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-from cycler import cycler
+from matplotlib import cycler  # matplotlib's own (cycler is not a dependency of this project)
 from matplotlib.axes import Axes
 from matplotlib.collections import Collection
 from matplotlib.figure import Figure
