@@ -50,6 +50,23 @@ def test_the_corners_are_judged_by_the_mixer_chapters_rules():
     numbers = crr.numbers_table(long, recipe)
     assert list(numbers["rule"]) == ["Eq. 2", "Eq. 2", "the code's rule"]
     assert numbers.iloc[2]["Pearson (%)"] == pytest.approx(100.0)
+    assert numbers.iloc[2]["Pearson, 2 classes (%)"] == pytest.approx(100.0)  # the 2-class seeds share base
+    assert np.isnan(numbers.iloc[1]["Pearson, 2 classes (%)"])  # Eq. 2, code recipe: no 2-class run
+    # the reading: directions from the 95% intervals, every number from the runs
+    text = crr.reading(long, recipe)
+    code_line = next(line for line in text.splitlines() if line.startswith("* **The code's rule, the public"))
+    assert "on 10 classes Γ ends at 0.428 (n=3), above its start of 0.25" in code_line
+    assert "larger on 10 classes than on 2, the paper's order (+0.102 ± 0.023)" in code_line  # Welch, std 0.01 each, df 4
+    assert "correlate at 100% on 10 classes and 100% on 2 classes" in code_line
+    eq2_line = next(line for line in text.splitlines() if line.startswith("* **Eq. 2, the paper's"))
+    assert "Γ ends at 0.247 (n=3), below its start of 0.25" in eq2_line  # three identical 0.247: no spread
+    claims_said = {line.split("*: ")[0].strip("* "): line.split("*: ")[1] for line in text.splitlines()
+                   if line.startswith("* *") and not line.startswith("* **")}
+    assert claims_said[crr.CLAIMS[0]] == ("holds under the code's rule with the public code's recipe; "
+                                          "does not hold under Eq. 2 with the paper's recipe and "
+                                          "Eq. 2 with the public code's recipe.")
+    assert claims_said[crr.CLAIMS[1]] == "holds under the code's rule with the public code's recipe."
+    assert crr.reading([], []) == ""
 
 
 def test_only_the_whole_recipe_counts_as_the_public_codes_recipe():
