@@ -75,3 +75,36 @@ def test_only_the_whole_recipe_counts_as_the_public_codes_recipe():
     part.config.pop("autoaugment")
     found = crr.corners([], [whole, part])
     assert [r.seed for r in found[("hacn", "code")][10]] == [0]
+
+
+def test_the_ablations_give_the_layers_share_of_the_change():
+    """Eq. 2, 10 classes, seed 0: the paper's recipe 0.25 -> the whole code recipe 0.10 (-0.15); the code's layer
+    added alone gives 0.13 (80% of the change), the recipe without it 0.22 (the layer: 80% within the recipe)."""
+    def result(config: dict, gamma: float, experiment: str = cr.EXPERIMENT_ID) -> RunResult:
+        return RunResult(experiment, config, f"{gamma}", 0, {"gamma": gamma, "test_accuracy": 0.85},
+                         {"alpha_final": [0.25] * 16, "gamma": [0.249, gamma]})
+
+    paper = result(cr.mixer.make_config("hacn", 0, train_subset=None, epochs=30, record_every_steps=50), 0.25,
+                   cr.mixer.LONG_ID)
+    whole = result(cr.make_config("hacn", 0), 0.10)
+    added, removed = (result(c, g) for c, g in zip(cr.ablation_configs("book"), (0.13, 0.22)))
+    assert added.config["block"] == "code" and "autoaugment" not in added.config
+    assert "block" not in removed.config and removed.config["autoaugment"] is True
+    assert len(cr.EXPERIMENT.runs("book")) == 14  # 12 corner runs and the 2 ablations
+    # the ablations are not the whole recipe: the corners do not see them
+    assert [r.config for r in crr.corners([], [whole, added, removed])[("hacn", "code")][10]] == [whole.config]
+    table = crr.ablation_table([paper], [whole, added, removed])
+    assert list(table["recipe"]) == ["the paper's recipe", *cr.ABLATIONS, "the code's whole recipe"]
+    assert list(table["the code's layer"]) == ["no", "yes", "no", "yes"]
+    assert list(table["Γ"]) == [0.25, 0.13, 0.22, 0.10] and set(table["Γ at the start"]) == {0.249}
+    text = crr.ablation_reading([paper], [whole, added, removed])
+    assert "moves Γ from 0.250 to 0.100 (-0.150)" in text
+    assert "added to the paper's recipe, gives 0.130: 80% of that change" in text
+    assert "without its layer gives 0.220, so within the code's recipe the layer accounts for 80%" in text
+    assert "standard deviation" not in text  # one seed of the whole recipe: no spread to give
+    second = RunResult(cr.EXPERIMENT_ID, cr.make_config("hacn", 1), "s1", 1, {"gamma": 0.12, "test_accuracy": 0.85},
+                       {"alpha_final": [0.25] * 16, "gamma": [0.249, 0.12]})
+    text = crr.ablation_reading([paper], [whole, second, added, removed])
+    assert "from 0.250 to 0.100" in text  # seed 0's end, as the ablations' seed
+    assert "Over its 2 seeds the whole recipe's Γ has a standard deviation of 0.014" in text
+    assert crr.ablation_reading([paper], [whole]) == "" and crr.ablation_table([paper], [whole]).empty

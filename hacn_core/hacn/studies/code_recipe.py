@@ -37,11 +37,13 @@ The runs (``book``)
 The converged study's Mixer, data and budget (16 layers, d = 32, all 55,000 Fashion-MNIST
 training images, 30 epochs, batch 128, AdamW at 1e-3), with :data:`CODE_RECIPE`, under Eq. 2
 (``hacn``) and under the code's rule (``hacn_code_mixer``), on 10 and 2 classes, seeds 0-2:
-12 runs. The third corner, the code's rule with our recipe, is ``hacn-mixer-long``'s own.
+12 runs. The third corner, the code's rule with our recipe, is ``hacn-mixer-long``'s own. Then
+:data:`ABLATIONS`: the one piece that changes what Eq. 2's residual path does, switched alone (2 runs).
 A step costs about twice the converged study's on one CPU thread (AutoAugment on the CPU,
 about 90 ms for a batch of 128 against the Mixer's 50-90 ms), about 20-40 minutes a run.
 
-``smoke``: the 2-layer smoke Mixer on 2,000 images, two epochs, both rules on 10 classes, seed 0.
+``smoke``: the 2-layer smoke Mixer on 2,000 images, two epochs, both rules on 10 classes, seed 0, and the
+ablations.
 ``paper``: Appendix A's Mixer on CIFAR-10 with the public code's whole recipe, 300 epochs.
 """
 
@@ -73,6 +75,15 @@ CODE_RECIPE: dict[str, Any] = {
     "random_crop_pad": 4, "autoaugment": True, "cutmix_prob": 0.5,
     **mechanism.CODE_TRAINER, "warmup_epochs": 1, "schedule_unit": "epoch",
 }
+#: Which piece moves Eq. 2's weights below their start under the public code's recipe? One piece, the public
+#: code's layer (``block='code'``, whose channel part carries its own skip from the layer's input, so the
+#: stream already holds x_{i-1} without a_i), added alone to the paper's recipe and taken alone out of the
+#: whole recipe: Eq. 2, 10 classes, seed 0 (the whole recipe's Gamma varies by 0.002 over seeds)
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "the paper's recipe with the code's layer": {"block": "code"},
+    "the code's recipe without the code's layer": {k: v for k, v in CODE_RECIPE.items() if k != "block"},
+}
+ABLATION_RULE, ABLATION_CLASSES, ABLATION_SEED = "hacn", 10, 0
 #: the model pieces (read by :func:`hacn_core.hacn.studies.mixer.build_model`) and the augmentation pieces
 MODEL_PIECES: tuple[str, ...] = ("block", "class_token", "alpha_dtype")
 AUGMENT_PIECES: tuple[str, ...] = ("random_crop_pad", "autoaugment", "cutmix_prob")
@@ -97,9 +108,16 @@ def make_config(rule: str, seed: int, *, profile: str = "book", num_classes: int
 
 
 def configs(profile: str, seeds: Sequence[int] = SEEDS) -> list[dict[str, Any]]:
-    """Both rules on 10 classes for every seed, then on 2 classes (what finishes first is a comparison)."""
+    """Both rules on 10 classes for every seed, then on 2 classes (what finishes first is a comparison); then
+    the :data:`ABLATIONS`."""
     return [make_config(rule, seed, profile=profile, num_classes=k)
-            for k in (10, 2) for seed in seeds for rule in RULES]
+            for k in (10, 2) for seed in seeds for rule in RULES] + ablation_configs(profile)
+
+
+def ablation_configs(profile: str) -> list[dict[str, Any]]:
+    """The :data:`ABLATIONS` at ``profile``: Eq. 2, 10 classes, seed 0, one piece switched each."""
+    return [make_config(ABLATION_RULE, ABLATION_SEED, profile=profile, num_classes=ABLATION_CLASSES, recipe=recipe)
+            for recipe in ABLATIONS.values()]
 
 
 def check_config(config: dict[str, Any]) -> None:
@@ -202,13 +220,14 @@ EXPERIMENT = Experiment(
     title="H-ACN Mixer with the public code's whole recipe: its residual weights under Eq. 2 and the code's rule",
     train=train_code_recipe,
     plan=dry_run_plan,
-    configs={"smoke": lambda: configs("smoke", (0,))[:2], "book": lambda: configs("book"),
+    configs={"smoke": lambda: configs("smoke", (0,))[:2] + ablation_configs("smoke"), "book": lambda: configs("book"),
              "paper": lambda: configs("paper")},
     setting={
         "smoke": "2-layer Mixer, 2,000 Fashion-MNIST images, 2 epochs, the public code's recipe, 2 rules, 10 classes, "
-                 "seed 0",
+                 "seed 0; the code's layer switched alone (2 runs)",
         "book": "the converged study's 16-layer d-32 Mixer on 55,000 Fashion-MNIST images, 30 epochs, the public "
-                "code's whole recipe, Eq. 2 and the code's rule, 10 and 2 classes, seeds 0-2",
+                "code's whole recipe, Eq. 2 and the code's rule, 10 and 2 classes, seeds 0-2; the code's layer "
+                "switched alone (Eq. 2, 10 classes, seed 0)",
         "paper": "Appendix A Mixer on CIFAR-10 / CIFAR-2 with the public code's whole recipe, 300 epochs, seeds 0-2",
     },
 )

@@ -199,9 +199,68 @@ def reading(long_results: Sequence[RunResult], recipe_results: Sequence[RunResul
                       "Where each of the paper's claims holds:", "", *held])
 
 
+def ablation_runs(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]
+                  ) -> dict[str, RunResult]:
+    """The runs of :data:`~hacn_core.hacn.studies.code_recipe.ABLATIONS` and their two ends (Eq. 2, 10 classes,
+    seed 0): the paper's recipe (``hacn-mixer-long``), each ablation, the whole code recipe; those stored."""
+    found = corners(long_results, recipe_results)
+    ends = {"the paper's recipe": found.get((cr.ABLATION_RULE, "paper"), {}).get(cr.ABLATION_CLASSES, []),
+            "the code's whole recipe": found.get((cr.ABLATION_RULE, "code"), {}).get(cr.ABLATION_CLASSES, [])}
+    out: dict[str, RunResult] = {}
+    for name, runs in ends.items():
+        if seed := [r for r in runs if r.seed == cr.ABLATION_SEED]:
+            out[name] = seed[0]
+    for name, recipe in cr.ABLATIONS.items():
+        wanted = cr.make_config(cr.ABLATION_RULE, cr.ABLATION_SEED, num_classes=cr.ABLATION_CLASSES, recipe=recipe)
+        if match := [r for r in recipe_results if r.config == wanted]:
+            out[name] = match[0]
+    order = ["the paper's recipe", *cr.ABLATIONS, "the code's whole recipe"]
+    return {name: out[name] for name in order if name in out}
+
+
+def ablation_table(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]):
+    """Gamma and test accuracy of Eq. 2 (10 classes, seed 0) under the paper's recipe, the two ablations and the
+    whole code recipe, with whether the run has the code's layer; empty when fewer than the two ends are stored."""
+    import pandas as pd
+
+    runs = ablation_runs(long_results, recipe_results)
+    if len(runs) < 3:
+        return pd.DataFrame()
+    return pd.DataFrame([{"recipe": name, "the code's layer": "yes" if r.config.get("block") == "code" else "no",
+                          "Γ at the start": float(r.curves["gamma"][0]), "Γ": float(r.metrics["gamma"]),
+                          "test accuracy (%)": 100 * float(r.metrics["test_accuracy"])} for name, r in runs.items()])
+
+
+def ablation_reading(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]) -> str:
+    """What switching the code's layer alone does to Eq. 2's Gamma, as a share of the whole recipe's change
+    (computed from the runs; empty unless both ends and at least one ablation are stored)."""
+    runs = ablation_runs(long_results, recipe_results)
+    paper, whole = runs.get("the paper's recipe"), runs.get("the code's whole recipe")
+    if paper is None or whole is None or len(runs) < 3:
+        return ""
+    g = {name: float(r.metrics["gamma"]) for name, r in runs.items()}
+    start, end = g.pop("the paper's recipe"), g.pop("the code's whole recipe")
+    change = end - start
+    out = [f"Under Eq. 2 (10 classes, seed {cr.ABLATION_SEED}) the code's whole recipe moves Γ from {start:.3f} to "
+           f"{end:.3f} ({change:+.3f})."]
+    seeds = _gammas(corners([], recipe_results)[(cr.ABLATION_RULE, "code")][cr.ABLATION_CLASSES])
+    if len(seeds) > 1:
+        out.append(f"Over its {len(seeds)} seeds the whole recipe's Γ has a standard deviation of "
+                   f"{np.std(seeds, ddof=1):.3f}, the scale of what one seed can tell.")
+    added, removed = cr.ABLATIONS
+    if added in g:
+        out.append(f"The code's layer alone, added to the paper's recipe, gives {g[added]:.3f}: "
+                   f"{100 * (g[added] - start) / change:.0f}% of that change.")
+    if removed in g:
+        out.append(f"The code's recipe without its layer gives {g[removed]:.3f}, so within the code's recipe the "
+                   f"layer accounts for {100 * (end - g[removed]) / change:.0f}% of the change.")
+    return " ".join(out)
+
+
 def show(frame, *, caption: str = "", note: str = ""):
     """A table of this section as the house shows it."""
-    formats = {c: ".3f" for c in ("paper Γ, CIFAR-10", "paper Γ, CIFAR-2")}
+    formats = {c: ".3f" for c in ("paper Γ, CIFAR-10", "paper Γ, CIFAR-2", "Γ", "Γ at the start")}
+    formats["test accuracy (%)"] = ".1f"
     formats |= {c: ".0f" for c in ("Pearson (%)", "paper Pearson (%)", "Pearson, 2 classes (%)")}
     return house_table(frame, formats={c: f for c, f in formats.items() if c in frame.columns},
                        missing_note="no run of that cell stored, or fewer than two seeds (no cross-seed "
