@@ -44,12 +44,13 @@ all 55,000 Fashion-MNIST training images, 10 classes, AdamW at 1e-3 with weight
 decay 0.01 (not on the residual weights), batch 128, the cosine schedule of its 30
 epochs with 5% warmup, and the same seeds, initialisations and data order, stopped
 after ``stop_after_epochs = 2`` epochs (860 steps: the 645 warmup steps and 215 at the
-peak rate). Five rules, three seeds each (15 runs): Eq. 2 from ``N(0.25, 0.005)``,
+peak rate). Six variants, three seeds each (18 runs): Eq. 2 from ``N(0.25, 0.005)``,
 the code's rule, the split-gain rule (``hacn_split_gain``, both gains from the same
-draw), and Eq. 2 from ``N(0.75, 0.005)`` and ``N(1, 0.005)`` (Table 2's other means).
+draw), Eq. 2 from ``N(0.75, 0.005)`` and ``N(1, 0.005)`` (Table 2's other means), and
+Eq. 2 from ``N(0.25, 0.005)`` in the public code's layer (``block='code'``).
 The budget is what one CPU thread trains in about an hour: a step of this Mixer costs
 about 90 ms of CPU time on one thread (``hacn-mixer-cost``) and 250 ms when the machine is
-loaded, so 15 runs x 860 steps is 20 to 54 CPU-minutes. Because the trajectory is the long
+loaded, so 18 runs x 860 steps is 23 to 65 CPU-minutes. Because the trajectory is the long
 runs' own, their Gamma, recorded every 50 steps, can be checked against these runs'.
 
 ``smoke``: the 3-layer smoke Mixer on 2,000 images, one epoch, two seeds: seconds.
@@ -78,9 +79,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from hacn_core.engine.dry_run import DryRunPlan
 
 EXPERIMENT_ID = "hacn-mechanism"
-#: (rule, mean of the a_i init): the runs of one seed, in the order the worker takes them
-VARIANTS: tuple[tuple[str, float], ...] = (
-    ("hacn", 0.25), ("hacn_code_mixer", 0.25), ("hacn_split_gain", 0.25), ("hacn", 0.75), ("hacn", 1.0),
+#: (rule, mean of the a_i init, Mixer layer): the runs of one seed, in the order the worker takes them. The last
+#: is Eq. 2 in the public code's layer (``block='code'``, whose channel part carries its own skip from x_{i-1}):
+#: the piece of the public code's recipe that moves Eq. 2's weights down (``hacn-code-recipe``'s ablations)
+VARIANTS: tuple[tuple[str, float, str], ...] = (
+    ("hacn", 0.25, "paper"), ("hacn_code_mixer", 0.25, "paper"), ("hacn_split_gain", 0.25, "paper"),
+    ("hacn", 0.75, "paper"), ("hacn", 1.0, "paper"), ("hacn", 0.25, "code"),
 )
 MECHANISM_RULES: tuple[str, ...] = ("hacn", "hacn_code_mixer", "hacn_split_gain")
 SEEDS: tuple[int, ...] = (0, 1, 2)
@@ -90,8 +94,10 @@ PARTS: tuple[str, ...] = ("readout_t", "stream_t", "residual")
 STATS: tuple[str, ...] = ("sum_g", "sum_g2", "n_pos", "n_neg", "sum_da", "sum_abs_da")
 
 
-def make_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float = 0.25) -> dict[str, Any]:
-    """One run: the converged study's configuration (``hacn-mixer-long``) at ``profile``, stopped early."""
+def make_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float = 0.25,
+                block: str = "paper") -> dict[str, Any]:
+    """One run: the converged study's configuration (``hacn-mixer-long``) at ``profile``, stopped early; ``block``
+    the Mixer layer (an entry only when it is the code's, so the paper-layer runs keep their hashes)."""
     if profile == "book":
         size: dict[str, Any] = dict(train_subset=None, epochs=mixer.LONG_EPOCHS, record_every_steps=50)
         stop = 2
@@ -103,12 +109,15 @@ def make_config(rule: str, seed: int, *, profile: str = "book", alpha_mu: float 
         raise ValueError(f"profile={profile!r} is not a profile; allowed: smoke, book, paper")
     config = mixer.make_config(rule, seed, profile=profile, num_classes=10, **size)
     config |= {"alpha_mu": alpha_mu, "alpha_sigma": 0.005, "stop_after_epochs": stop}
+    if block != "paper":
+        config["block"] = block
     return config
 
 
 def configs(profile: str, seeds: Sequence[int] = SEEDS) -> list[dict[str, Any]]:
     """Every variant of :data:`VARIANTS` for every seed (seed by seed, so the first runs are a full comparison)."""
-    return [make_config(rule, seed, profile=profile, alpha_mu=mu) for seed in seeds for rule, mu in VARIANTS]
+    return [make_config(rule, seed, profile=profile, alpha_mu=mu, block=block)
+            for seed in seeds for rule, mu, block in VARIANTS]
 
 
 def check_config(config: dict[str, Any]) -> None:

@@ -27,10 +27,11 @@ from hacn_core.hacn.studies import mechanism as mech
 from hacn_core.hacn.studies import mixer
 from hacn_core.hacn.studies import mixer_report as hmr
 
-#: (rule, mu) -> the label a reader sees
-VARIANT_LABELS: dict[tuple[str, float], str] = {
-    ("hacn", 0.25): "Eq. 2, μ 0.25", ("hacn_code_mixer", 0.25): "code rule", ("hacn_split_gain", 0.25): "split gain",
-    ("hacn", 0.75): "Eq. 2, μ 0.75", ("hacn", 1.0): "Eq. 2, μ 1",
+#: (rule, mu, Mixer layer) -> the label a reader sees
+VARIANT_LABELS: dict[tuple[str, float, str], str] = {
+    ("hacn", 0.25, "paper"): "Eq. 2, μ 0.25", ("hacn_code_mixer", 0.25, "paper"): "code rule",
+    ("hacn_split_gain", 0.25, "paper"): "split gain", ("hacn", 0.75, "paper"): "Eq. 2, μ 0.75",
+    ("hacn", 1.0, "paper"): "Eq. 2, μ 1", ("hacn", 0.25, "code"): "Eq. 2, code's layer",
 }
 #: the scalars a variant's table rows show: ``alpha`` (a_i) for all, ``beta`` (b_i) for the split-gain rule
 SCALAR_LABELS: dict[str, str] = {"alpha": "a (residual)", "beta": "b (gain on t)"}
@@ -46,11 +47,11 @@ def load(profile: str) -> list[RunResult]:
     return stored_runs(mech.EXPERIMENT, profile)
 
 
-def variant(run: RunResult) -> tuple[str, float]:
-    return run.config["rule"], float(run.config["alpha_mu"])
+def variant(run: RunResult) -> tuple[str, float, str]:
+    return run.config["rule"], float(run.config["alpha_mu"]), run.config.get("block", "paper")
 
 
-def by_variant(runs: Sequence[RunResult]) -> dict[tuple[str, float], list[RunResult]]:
+def by_variant(runs: Sequence[RunResult]) -> dict[tuple[str, float, str], list[RunResult]]:
     """The runs of each variant present, in :data:`~hacn_core.hacn.studies.mechanism.VARIANTS` order, by seed."""
     groups = {v: sorted((r for r in runs if variant(r) == v), key=lambda r: r.config["seed"]) for v in mech.VARIANTS}
     return {v: rs for v, rs in groups.items() if rs}
@@ -164,7 +165,7 @@ def converged_table(profile: str):
     paper_gamma = {10: 0.428, 2: 0.326}  # H-ACN Table 3 (CIFAR-10, CIFAR-2)
     rows = []
     for v in VARIANT_LABELS:
-        if v[0] == "hacn_split_gain":
+        if v[0] == "hacn_split_gain" or v[2] != "paper":  # not trained to convergence by that study
             continue
         for k in (10, 2):
             rs = [r for r in full if r.config.get("rule") == v[0] and r.config.get("alpha_mu") == v[1]
@@ -296,14 +297,17 @@ def reading(runs: Sequence[RunResult]) -> str:
 
 
 def retrace_gap(runs: Sequence[RunResult]) -> float | None:
-    """The largest difference between a run's Gamma and the Gamma its converged-study twin
-    (``hacn-mixer-long``, the same configuration uncut) recorded at the same step (that study stores
-    Gamma every 50 steps, the weights only at the end); None when no twin is stored."""
-    stored = stored_runs(mixer.LONG, "book")
+    """The largest difference between a run's Gamma and the Gamma its converged twin (the same configuration
+    uncut: ``hacn-mixer-long``'s, or for the code's layer ``hacn-code-recipe``'s ablation) recorded at the
+    same step (those studies store Gamma every 50 steps, the weights only at the end); None when no twin
+    is stored."""
+    from hacn_core.hacn.studies import code_recipe
+
+    stored = stored_runs(mixer.LONG, "book") + stored_runs(code_recipe.EXPERIMENT, "book")
     gaps = []
     for run in runs:
-        twin = [s for s in stored if all(s.config.get(k) == v for k, v in run.config.items()
-                                         if k != "stop_after_epochs")]
+        uncut = {k: v for k, v in run.config.items() if k != "stop_after_epochs"}
+        twin = [s for s in stored if s.config == uncut]
         if not twin:
             continue
         at = dict(zip(twin[0].curves["record_step"], twin[0].curves["gamma"]))
