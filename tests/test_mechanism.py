@@ -6,6 +6,7 @@ Eq. 2 (``b = 1``) and the public Mixer code's rule (``b = a``). Also the mechani
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -138,10 +139,11 @@ def test_split_gain_starts_as_the_code_rule_and_reports_a_as_its_residual_weight
 # ----------------------------------------------------------------------------- the probe
 
 
-@pytest.mark.parametrize("rule", ["hacn", "hacn_code_mixer", "hacn_split_gain"])
-def test_probe_parts_add_up_to_autograds_gradient(rule):
+@pytest.mark.parametrize("rule,block", [("hacn", "paper"), ("hacn_code_mixer", "paper"),
+                                        ("hacn_split_gain", "paper"), ("hacn", "code")])
+def test_probe_parts_add_up_to_autograds_gradient(rule, block):
     torch.manual_seed(0)
-    model = MLPMixer(SMALL, rule=rule).double()
+    model = MLPMixer(dataclasses.replace(SMALL, block=block), rule=rule).double()
     probe = mechanism.ResidualGradientProbe(model)
     probe.attach()
     x = torch.randn(4, 2, 8, 8, dtype=torch.float64)
@@ -280,3 +282,34 @@ def test_the_reading_reports_the_tables_numbers_and_picks_its_conclusions_by_the
     assert "In short" in text  # the code rule's layers all moved up, Eq. 2's did not share a sign
     assert "A larger start gives Eq. 2's weights a direction" in text and "move down" in text
     assert report.reading([r for r in runs if r.config["rule"] != "hacn_split_gain"]) == ""  # a variant missing
+    # the code's layer is optional: without it no paragraph and no closing sentence on it; with it pushed down
+    # in every layer of 4 seeds, both, and its claim holds (all 8 inner layers down: p = 2 / 2^8)
+    assert "public code's layer" not in text
+    assert report.verdicts(runs).attrs["ledger"][-1]["holds"] is None
+    for seed in range(4):
+        noise = torch.randn(steps, 3, generator=torch.Generator().manual_seed(seed))
+        down = _fake_run(seed, (noise + torch.tensor([1.0, 1.0, 0.0])).tolist(), "hacn")
+        down.config["block"] = "code"
+        runs.append(down)
+    text = report.reading(runs)
+    assert "**In the public code's layer, Eq. 2's weights are pushed down together.**" in text
+    assert "0% of the layers end above their start (p = 0.0078)" in text
+    assert text.endswith("Eq. 2's residual path pushes the weights down together instead.")
+    row = report.verdicts(runs).attrs["ledger"][-1]
+    assert row["holds"] is True and row["under"] == "Eq. 2 in the public code's layer"
+    assert "Eq. 2, code's layer" in set(report.statistics_table(runs)["rule"])
+
+
+def test_the_code_layer_variant_is_an_entry_only_where_it_is_the_codes():
+    """The sixth variant adds ``block='code'``; the five paper-layer variants keep the hashes of their stored runs."""
+    from pathlib import Path
+
+    from hacn_core.engine.results import config_hash
+
+    stored = Path(__file__).resolve().parents[1] / "results" / mechanism.EXPERIMENT_ID
+    configs = mechanism.configs("book")
+    assert len(configs) == 18 and sum(c.get("block") == "code" for c in configs) == 3
+    for c in configs:
+        if "block" not in c:
+            assert (stored / f"{config_hash(c)}.json").exists()
+    assert mechanism.make_config("hacn", 0, block="code") == mechanism.make_config("hacn", 0) | {"block": "code"}

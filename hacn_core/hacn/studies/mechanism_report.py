@@ -33,6 +33,7 @@ VARIANT_LABELS: dict[tuple[str, float, str], str] = {
     ("hacn_split_gain", 0.25, "paper"): "split gain", ("hacn", 0.75, "paper"): "Eq. 2, μ 0.75",
     ("hacn", 1.0, "paper"): "Eq. 2, μ 1", ("hacn", 0.25, "code"): "Eq. 2, code's layer",
 }
+LAYER_LABEL = VARIANT_LABELS[("hacn", 0.25, "code")]
 #: the scalars a variant's table rows show: ``alpha`` (a_i) for all, ``beta`` (b_i) for the split-gain rule
 SCALAR_LABELS: dict[str, str] = {"alpha": "a (residual)", "beta": "b (gain on t)"}
 Z_95 = 1.96  # two-sided 5% level of the mean-is-zero test
@@ -198,8 +199,10 @@ def verdicts(runs: Sequence[RunResult]):
        ``mu = 1`` than at 0.25. 4. The split-gain rule's ``b_i`` (gain on ``t``) get a consistent push
        (at least half of the layers). 5-6. Under Eq. 2 and under the code's rule, the layers move the
        same way (the two-sided sign test over layers, :func:`sign_test`, at p < 0.05): per-step directions
-       near the noise floor can still add up when they share a sign across layers. Undecided
-       (None) when a variant's runs are not stored."""
+       near the noise floor can still add up when they share a sign across layers. 7. In the public code's
+       layer, whose channel part carries its own skip from ``x_{i-1}``, Eq. 2's weights are pushed down
+       together: at most 25% of layers move up, at p < 0.05 by the same sign test. Undecided (None) when a
+       variant's runs are not stored."""
     stats = statistics_table(runs)
     table = ClaimTable()
     eq2, code, one, b = (_row(stats, "Eq. 2, μ 0.25"), _row(stats, "code rule"), _row(stats, "Eq. 2, μ 1"),
@@ -231,6 +234,12 @@ def verdicts(runs: Sequence[RunResult]):
                   f"{row['moved up (%)']:.0f}% of layers moved up, p = {row['moved up, p']:.2g}"
                   if row is not None else "not stored",
                   None if row is None else bool(row["moved up, p"] < 0.05), under=under)
+    layer = _row(stats, LAYER_LABEL)
+    table.add("In the public code's layer, Eq. 2's residual weights are pushed down together",
+              "hacn-code-recipe's ablations", f"{layer['moved up (%)']:.0f}% of layers moved up, "
+              f"p = {layer['moved up, p']:.2g}" if layer is not None else "not stored",
+              None if layer is None else bool(layer["moved up (%)"] <= 25 and layer["moved up, p"] < 0.05),
+              under="Eq. 2 in the public code's layer")
     return table.frame()
 
 
@@ -286,13 +295,30 @@ def reading(runs: Sequence[RunResult]) -> str:
         f"the residual path pushes by {p1['residual path']:+.1f}. The weights' end values then agree across "
         f"seeds at {one['Pearson (%)']:.0f}% (Pearson, a_1..a_15), against {eq2['Pearson (%)']:.0f}% from μ 0.25.",
     ]
+    layer = _row(stats, LAYER_LABEL)
+    if layer is not None:
+        pl = push[LAYER_LABEL]
+        together = layer["moved up, p"] < 0.05
+        way = "down" if layer["moved up (%)"] < 50 else "up"
+        out.append(
+            (f"**In the public code's layer, Eq. 2's weights are pushed {way} together.**" if together
+             else "**In the public code's layer, Eq. 2's weights share no direction either.**")
+            + f" That layer ends its channel part with a skip from its input, c = DLN(… + xᵢ₋₁), so the stream "
+            f"carries xᵢ₋₁ whatever a_i is, and a_i xᵢ₋₁ adds a second copy. From the same draw, "
+            f"{layer['moved up (%)']:.0f}% of the layers end above their start ({_p(layer['moved up, p'])}), the "
+            f"residual path pushes by {pl['residual path']:+.1f} (against {pe['residual path']:+.1f} in the "
+            f"paper's layer), the drift efficiency is {layer['drift efficiency']:.2f}, and Γ goes from "
+            f"{layer['Γ start']:.3f} to {layer['Γ end']:.3f} in these {layer['steps']:,} steps.")
     if common["code"] and not common["Eq. 2"]:
         out.append("**In short.** Under Eq. 2 from μ 0.25 a residual weight receives one gradient, "
                    "⟨∂L/∂xᵢ, xᵢ₋₁⟩, whose mean is small beside its step-to-step spread and does not share "
                    "a sign across layers and seeds: AdamW turns it into a walk, and Γ stays where the "
                    "initialisation put it. The public rule adds a_i's second job, a gain on the token-mixing "
                    "output, and makes the residual path carry t + x: both push the same way in almost every "
-                   "layer, so the weights rise together.")
+                   "layer, so the weights rise together."
+                   + (" In the public code's layer, where the layer's own skip already carries xᵢ₋₁, Eq. 2's "
+                      "residual path pushes the weights down together instead."
+                      if layer is not None and layer["moved up, p"] < 0.05 and layer["moved up (%)"] < 50 else ""))
     return "\n\n".join(out)
 
 
