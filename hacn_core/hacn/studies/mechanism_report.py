@@ -304,7 +304,9 @@ def reading(runs: Sequence[RunResult]) -> str:
             (f"**In the public code's layer, Eq. 2's weights are pushed {way} together.**" if together
              else "**In the public code's layer, Eq. 2's weights share no direction either.**")
             + f" That layer ends its channel part with a skip from its input, c = DLN(… + xᵢ₋₁), so the stream "
-            f"carries xᵢ₋₁ whatever a_i is, and a_i xᵢ₋₁ adds a second copy. From the same draw, "
+            f"carries xᵢ₋₁ whatever a_i is, and a_i xᵢ₋₁ adds a second copy. From the same draw, the median "
+            f"signal-to-noise ratio is {layer['SNR']:.3f} ({layer['direction found (%)']:.0f}% of layers show a "
+            f"direction, sign agreement {layer['sign agreement (%)']:.0f}%), "
             f"{layer['moved up (%)']:.0f}% of the layers end above their start ({_p(layer['moved up, p'])}), the "
             f"residual path pushes by {pl['residual path']:+.1f} (against {pe['residual path']:+.1f} in the "
             f"paper's layer), the drift efficiency is {layer['drift efficiency']:.2f}, and Γ goes from "
