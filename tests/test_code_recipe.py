@@ -253,7 +253,7 @@ def test_the_recipe_configs_switch_each_piece_and_keep_the_stored_studies_hashes
     assert model.config.block == "code" and model.config.class_token and model.config.alpha_dtype == "float64"
     plain = mixer.build_model(ours, image_size=28, in_channels=1)
     assert (plain.config.block, plain.config.class_token, plain.config.alpha_dtype) == ("paper", False, "float32")
-    assert len(cr.configs("book")) == 14  # 2 rules x 2 tasks x 3 seeds, then the 2 ablations
+    assert len(cr.configs("book")) == 16  # 2 rules x 2 tasks x 3 seeds, then the 4 ablations
     for config in cr.configs("book")[:12]:  # the corner runs stored before the ablations: their hashes stand
         assert (Path(__file__).resolve().parents[1] / "results" / cr.EXPERIMENT_ID / f"{config_hash(config)}.json"
                 ).exists()

@@ -90,7 +90,7 @@ def test_the_ablations_give_the_layers_share_of_the_change():
     added, removed = (result(c, g) for c, g in zip(cr.ablation_configs("book"), (0.13, 0.22)))
     assert added.config["block"] == "code" and "autoaugment" not in added.config
     assert "block" not in removed.config and removed.config["autoaugment"] is True
-    assert len(cr.EXPERIMENT.runs("book")) == 14  # 12 corner runs and the 2 ablations
+    assert len(cr.EXPERIMENT.runs("book")) == 16  # 12 corner runs, the 2 ablations, the code rule without the layer x2
     # the ablations are not the whole recipe: the corners do not see them
     assert [r.config for r in crr.corners([], [whole, added, removed])[("hacn", "code")][10]] == [whole.config]
     table = crr.ablation_table([paper], [whole, added, removed])
