@@ -50,6 +50,7 @@ def test_the_corners_are_judged_by_the_mixer_chapters_rules():
     numbers = crr.numbers_table(long, recipe)
     assert list(numbers["rule"]) == ["Eq. 2", "Eq. 2", "the code's rule"]
     assert numbers.iloc[2]["Pearson (%)"] == pytest.approx(100.0)
+    assert "0.428 (0.010), n=3" in crr.show(numbers).data  # the "mean (std), n" cells shown as they are
     assert numbers.iloc[2]["Pearson, 2 classes (%)"] == pytest.approx(100.0)  # the 2-class seeds share base
     assert np.isnan(numbers.iloc[1]["Pearson, 2 classes (%)"])  # Eq. 2, code recipe: no 2-class run
     # the reading: directions from the 95% intervals, every number from the runs
@@ -108,3 +109,37 @@ def test_the_ablations_give_the_layers_share_of_the_change():
     assert "from 0.250 to 0.100" in text  # seed 0's end, as the ablations' seed
     assert "Over its 2 seeds the whole recipe's Γ has a standard deviation of 0.014" in text
     assert crr.ablation_reading([paper], [whole]) == "" and crr.ablation_table([paper], [whole]).empty
+
+
+def test_the_code_rule_without_the_code_layer_is_read_beside_table3():
+    """The code's rule, seed 0: the paper's recipe 0.40 / 0.28, without the code's layer 0.43 / 0.33, the whole
+    recipe 0.25 / 0.33; Table 3 0.428 / 0.326: the layer-less recipe is nearest (0.002 + 0.004 = 0.006 away)."""
+    def result(config: dict, gamma: float, seed: int = 0, experiment: str = cr.EXPERIMENT_ID) -> RunResult:
+        return RunResult(experiment, config, f"{gamma}{seed}", seed, {"gamma": gamma, "test_accuracy": 0.85},
+                         {"alpha_final": [0.25] * 16, "gamma": [0.249, gamma]})
+
+    def paper_recipe(k: int, gamma: float) -> RunResult:
+        config = cr.mixer.make_config("hacn_code_mixer", 0, num_classes=k, train_subset=None, epochs=30,
+                                      record_every_steps=50)
+        return result(config, gamma, experiment=cr.mixer.LONG_ID)
+
+    long = [paper_recipe(10, 0.40), paper_recipe(2, 0.28)]
+    whole = [result(cr.make_config("hacn_code_mixer", 0, num_classes=10), 0.25),
+             result(cr.make_config("hacn_code_mixer", 1, num_classes=10), 0.27, seed=1),
+             result(cr.make_config("hacn_code_mixer", 0, num_classes=2), 0.33)]
+    assert crr.rule_ablation_table(long, whole).empty and crr.rule_ablation_reading(long, whole) == ""
+    without = [result(c, g) for c, g in zip(cr.rule_ablation_configs("book"), (0.43, 0.33))]
+    assert [c["num_classes"] for c in cr.rule_ablation_configs("book")] == [10, 2]
+    assert all("block" not in c and c["rule"] == "hacn_code_mixer" for c in cr.rule_ablation_configs("book"))
+    table = crr.rule_ablation_table(long, whole + without)
+    assert list(table["classes"]) == [10, 2]
+    assert list(table[f"Γ, {cr.RULE_ABLATION}"]) == [0.43, 0.33]
+    assert list(table["Γ, the paper's recipe"]) == [0.40, 0.28]
+    assert list(table["Γ, the code's whole recipe"]) == [0.25, 0.33]
+    assert list(table["paper Γ (Table 3)"]) == [0.428, 0.326]
+    assert "0.430" in crr.show(table).data  # one precision for Γ
+    text = crr.rule_ablation_reading(long, whole + without)
+    assert "on 10 classes Γ 0.430 (Table 3: 0.428; the paper's recipe 0.400, the code's whole recipe 0.250)" in text
+    assert f"{cr.RULE_ABLATION} is nearest Table 3 (0.006 away in all; the paper's recipe 0.074" in text
+    assert "Γ on 10 classes minus Γ on 2 is +0.100 here (Table 3: +0.102)" in text
+    assert "a standard deviation of 0.014, so" in text  # the one cell with two seeds: 0.25, 0.27

@@ -294,7 +294,7 @@ def format_value(value: Any, fmt: Format | None = None) -> str:
 def house_table(frame: Any, *, columns: Mapping[str, str] | None = None, formats: Mapping[str, Format] | None = None,
                 labels: Mapping[str, Mapping[Any, str]] | None = None, missing_note: str = "",
                 note: str = "", caption: str = "") -> Any:
-    """``frame`` as the book shows a table (an ``IPython.display.HTML``; ``str()`` of it is the HTML).
+    """``frame`` as the book shows a table (an ``IPython.display.HTML``; its ``.data`` is the HTML).
 
     ``frame``: a DataFrame; a named or multi-level index becomes ordinary leading
     columns (a plain 0..n-1 index is dropped). ``columns``: new names for columns

@@ -257,9 +257,68 @@ def ablation_reading(long_results: Sequence[RunResult], recipe_results: Sequence
     return " ".join(out)
 
 
+def rule_ablation_table(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]):
+    """The code's rule at seed 0 on 10 and 2 classes under three recipes (the paper's, the code's without the
+    code's layer, the code's whole) beside Table 3's Gamma; empty until a run of
+    :func:`~hacn_core.hacn.studies.code_recipe.rule_ablation_configs` is stored."""
+    import pandas as pd
+
+    found = corners(long_results, recipe_results)
+    rows = []
+    for k, wanted in zip((10, 2), cr.rule_ablation_configs("book")):
+        without = [r for r in recipe_results if r.config == wanted]
+        if not without:
+            continue
+        row: dict[str, object] = {"classes": k}
+        for label, recipe in (("the paper's recipe", "paper"), ("the code's whole recipe", "code")):
+            seed = [r for r in found.get(("hacn_code_mixer", recipe), {}).get(k, []) if r.seed == cr.ABLATION_SEED]
+            row[f"Γ, {label}"] = float(seed[0].metrics["gamma"]) if seed else math.nan
+        row[f"Γ, {cr.RULE_ABLATION}"] = float(without[0].metrics["gamma"])
+        row["paper Γ (Table 3)"] = item(mixer.table3_item(k)).paper_value
+        rows.append(row)
+    if not rows:
+        return pd.DataFrame()
+    order = ["classes", "Γ, the paper's recipe", f"Γ, {cr.RULE_ABLATION}", "Γ, the code's whole recipe",
+             "paper Γ (Table 3)"]
+    return pd.DataFrame(rows)[order]
+
+
+def rule_ablation_reading(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]) -> str:
+    """The code's rule without the code's layer, in words: its Gamma on each task beside Table 3's and the other
+    two recipes', the recipe nearest Table 3 over the tasks run, and the seed spread that one seed stands
+    against (computed from the runs; empty without them)."""
+    table = rule_ablation_table(long_results, recipe_results)
+    if table.empty:
+        return ""
+    recipes = ["the paper's recipe", cr.RULE_ABLATION, "the code's whole recipe"]
+    parts = []
+    for _, r in table.iterrows():
+        paper_recipe, without, whole = (r[f"Γ, {name}"] for name in recipes)
+        parts.append(f"on {int(r['classes'])} classes Γ {without:.3f} (Table 3: {r['paper Γ (Table 3)']:.3f}; "
+                     f"the paper's recipe {paper_recipe:.3f}, the code's whole recipe {whole:.3f})")
+    out = [f"Under the code's rule (seed {cr.ABLATION_SEED}), {cr.RULE_ABLATION} gives " + "; ".join(parts) + "."]
+    gaps = {name: float(np.sum(np.abs(table[f"Γ, {name}"] - table["paper Γ (Table 3)"]))) for name in recipes}
+    if all(np.isfinite(v) for v in gaps.values()):
+        best = min(gaps, key=gaps.get)
+        out.append(f"Summed over the tasks, {best} is nearest Table 3 ({gaps[best]:.3f} away in all; "
+                   + ", ".join(f"{name} {gaps[name]:.3f}" for name in recipes if name != best) + ").")
+    if len(table) == 2:
+        d = float(table[f"Γ, {cr.RULE_ABLATION}"].iloc[0] - table[f"Γ, {cr.RULE_ABLATION}"].iloc[1])
+        out.append(f"Γ on 10 classes minus Γ on 2 is {d:+.3f} here (Table 3: "
+                   f"{table['paper Γ (Table 3)'].iloc[0] - table['paper Γ (Table 3)'].iloc[1]:+.3f}).")
+    spreads = [float(np.std(g, ddof=1)) for cell in corners(long_results, recipe_results).values()
+               for g in (_gammas(cell[10]), _gammas(cell[2])) if len(g) > 1]
+    if spreads:
+        span = f"{min(spreads):.3f}" + (f" to {max(spreads):.3f}" if f"{max(spreads):.3f}" != f"{min(spreads):.3f}"
+                                         else "")
+        out.append(f"These are single seeds: across the corners' seeds Γ has a standard deviation of {span}, so "
+                   f"differences of that size are not told apart here.")
+    return " ".join(out)
+
+
 def show(frame, *, caption: str = "", note: str = ""):
     """A table of this section as the house shows it."""
-    formats = {c: ".3f" for c in ("paper Γ, CIFAR-10", "paper Γ, CIFAR-2", "Γ", "Γ at the start")}
+    formats = {c: ".3f" for c in frame.columns if c.startswith(("Γ", "paper Γ")) and frame[c].dtype.kind == "f"}
     formats["test accuracy (%)"] = ".1f"
     formats |= {c: ".0f" for c in ("Pearson (%)", "paper Pearson (%)", "Pearson, 2 classes (%)")}
     return house_table(frame, formats={c: f for c, f in formats.items() if c in frame.columns},
