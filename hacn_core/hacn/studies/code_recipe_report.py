@@ -19,7 +19,11 @@ the harder task (the 95% Welch interval of 10 - 2 classes above 0), and Sec. 4's
 correlation (mean pairwise Pearson of the converged ``a_1..a_{L-1}`` at least
 :data:`~hacn_core.hacn.studies.mixer_report.PEARSON_HOLDS`). :func:`claims` gives the ledger the
 public code's recipe's corners (the paper's recipe's are the Mixer chapter's own);
-:func:`summary_table` puts all four side by side.
+:func:`summary_table` puts all four side by side, :func:`reading` says it in words.
+
+The ablations switch the code's layer alone: under Eq. 2 (:func:`ablation_table`, :func:`ablation_reading`:
+its share of the whole recipe's fall in ``Gamma``) and under the code's rule on both tasks
+(:func:`rule_ablation_table`, :func:`rule_ablation_reading`: beside Table 3).
 """
 
 from __future__ import annotations
