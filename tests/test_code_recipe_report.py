@@ -143,3 +143,17 @@ def test_the_code_rule_without_the_code_layer_is_read_beside_table3():
     assert f"{cr.RULE_ABLATION} is nearest Table 3 (0.006 away in all; the paper's recipe 0.074" in text
     assert "Γ on 10 classes minus Γ on 2 is +0.100 here (Table 3: +0.102)" in text
     assert "a standard deviation of 0.014, so" in text  # the one cell with two seeds: 0.25, 0.27
+
+
+def test_the_ablations_are_found_at_the_profile_the_chapter_renders():
+    """At the smoke profile the smoke ablation runs are found; a recipe end not stored reads "not stored"."""
+    smoke = [RunResult(cr.EXPERIMENT_ID, c, str(i), 0, {"gamma": 0.3, "test_accuracy": 0.5},
+                       {"alpha_final": [0.25] * 3, "gamma": [0.25, 0.3]})
+             for i, c in enumerate(cr.ablation_configs("smoke"))]
+    assert crr.rule_ablation_table([], smoke).empty  # the book's configurations are not the smoke runs
+    table = crr.rule_ablation_table([], smoke, "smoke")
+    assert list(table["classes"]) == [10, 2] and table["Γ, the paper's recipe"].isna().all()
+    text = crr.rule_ablation_reading([], smoke, "smoke")
+    assert "the paper's recipe not stored, the code's whole recipe not stored" in text and "nan" not in text
+    assert "is nearest Table 3" not in text  # no distance without every recipe
+    assert len(crr.ablation_runs([], smoke, "smoke")) == 2  # both Eq. 2 ablations, no ends stored

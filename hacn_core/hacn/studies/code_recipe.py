@@ -79,7 +79,7 @@ CODE_RECIPE: dict[str, Any] = {
 #: Which piece moves Eq. 2's weights below their start under the public code's recipe? One piece, the public
 #: code's layer (``block='code'``, whose channel part carries its own skip from the layer's input, so the
 #: stream already holds x_{i-1} without a_i), added alone to the paper's recipe and taken alone out of the
-#: whole recipe: Eq. 2, 10 classes, seed 0 (the whole recipe's Gamma varies by 0.002 over seeds)
+#: whole recipe: Eq. 2, 10 classes, seed 0 (the report sets the whole recipe's seed spread beside it)
 ABLATIONS: dict[str, dict[str, Any]] = {
     "the paper's recipe with the code's layer": {"block": "code"},
     "the code's recipe without the code's layer": {k: v for k, v in CODE_RECIPE.items() if k != "block"},

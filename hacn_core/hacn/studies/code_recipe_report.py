@@ -203,7 +203,7 @@ def reading(long_results: Sequence[RunResult], recipe_results: Sequence[RunResul
                       "Where each of the paper's claims holds:", "", *held])
 
 
-def ablation_runs(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]
+def ablation_runs(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult], profile: str = "book"
                   ) -> dict[str, RunResult]:
     """The runs of :data:`~hacn_core.hacn.studies.code_recipe.ABLATIONS` and their two ends (Eq. 2, 10 classes,
     seed 0): the paper's recipe (``hacn-mixer-long``), each ablation, the whole code recipe; those stored."""
@@ -215,19 +215,20 @@ def ablation_runs(long_results: Sequence[RunResult], recipe_results: Sequence[Ru
         if seed := [r for r in runs if r.seed == cr.ABLATION_SEED]:
             out[name] = seed[0]
     for name, recipe in cr.ABLATIONS.items():
-        wanted = cr.make_config(cr.ABLATION_RULE, cr.ABLATION_SEED, num_classes=cr.ABLATION_CLASSES, recipe=recipe)
+        wanted = cr.make_config(cr.ABLATION_RULE, cr.ABLATION_SEED, profile=profile, num_classes=cr.ABLATION_CLASSES,
+                                recipe=recipe)
         if match := [r for r in recipe_results if r.config == wanted]:
             out[name] = match[0]
     order = ["the paper's recipe", *cr.ABLATIONS, "the code's whole recipe"]
     return {name: out[name] for name in order if name in out}
 
 
-def ablation_table(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]):
+def ablation_table(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult], profile: str = "book"):
     """Gamma and test accuracy of Eq. 2 (10 classes, seed 0) under the paper's recipe, the two ablations and the
     whole code recipe, with whether the run has the code's layer; empty when fewer than the two ends are stored."""
     import pandas as pd
 
-    runs = ablation_runs(long_results, recipe_results)
+    runs = ablation_runs(long_results, recipe_results, profile)
     if len(runs) < 3:
         return pd.DataFrame()
     return pd.DataFrame([{"recipe": name, "the code's layer": "yes" if r.config.get("block") == "code" else "no",
@@ -235,10 +236,11 @@ def ablation_table(long_results: Sequence[RunResult], recipe_results: Sequence[R
                           "test accuracy (%)": 100 * float(r.metrics["test_accuracy"])} for name, r in runs.items()])
 
 
-def ablation_reading(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]) -> str:
+def ablation_reading(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult],
+                     profile: str = "book") -> str:
     """What switching the code's layer alone does to Eq. 2's Gamma, as a share of the whole recipe's change
     (computed from the runs; empty unless both ends and at least one ablation are stored)."""
-    runs = ablation_runs(long_results, recipe_results)
+    runs = ablation_runs(long_results, recipe_results, profile)
     paper, whole = runs.get("the paper's recipe"), runs.get("the code's whole recipe")
     if paper is None or whole is None or len(runs) < 3:
         return ""
@@ -261,7 +263,8 @@ def ablation_reading(long_results: Sequence[RunResult], recipe_results: Sequence
     return " ".join(out)
 
 
-def rule_ablation_table(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]):
+def rule_ablation_table(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult],
+                        profile: str = "book"):
     """The code's rule at seed 0 on 10 and 2 classes under three recipes (the paper's, the code's without the
     code's layer, the code's whole) beside Table 3's Gamma; empty until a run of
     :func:`~hacn_core.hacn.studies.code_recipe.rule_ablation_configs` is stored."""
@@ -269,7 +272,7 @@ def rule_ablation_table(long_results: Sequence[RunResult], recipe_results: Seque
 
     found = corners(long_results, recipe_results)
     rows = []
-    for k, wanted in zip((10, 2), cr.rule_ablation_configs("book")):
+    for k, wanted in zip((10, 2), cr.rule_ablation_configs(profile)):
         without = [r for r in recipe_results if r.config == wanted]
         if not without:
             continue
@@ -287,11 +290,16 @@ def rule_ablation_table(long_results: Sequence[RunResult], recipe_results: Seque
     return pd.DataFrame(rows)[order]
 
 
-def rule_ablation_reading(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult]) -> str:
+def _gamma_text(value: float) -> str:
+    return f"{value:.3f}" if math.isfinite(value) else "not stored"
+
+
+def rule_ablation_reading(long_results: Sequence[RunResult], recipe_results: Sequence[RunResult],
+                          profile: str = "book") -> str:
     """The code's rule without the code's layer, in words: its Gamma on each task beside Table 3's and the other
     two recipes', the recipe nearest Table 3 over the tasks run, and the seed spread that one seed stands
     against (computed from the runs; empty without them)."""
-    table = rule_ablation_table(long_results, recipe_results)
+    table = rule_ablation_table(long_results, recipe_results, profile)
     if table.empty:
         return ""
     recipes = ["the paper's recipe", cr.RULE_ABLATION, "the code's whole recipe"]
@@ -299,9 +307,10 @@ def rule_ablation_reading(long_results: Sequence[RunResult], recipe_results: Seq
     for _, r in table.iterrows():
         paper_recipe, without, whole = (r[f"Γ, {name}"] for name in recipes)
         parts.append(f"on {int(r['classes'])} classes Γ {without:.3f} (Table 3: {r['paper Γ (Table 3)']:.3f}; "
-                     f"the paper's recipe {paper_recipe:.3f}, the code's whole recipe {whole:.3f})")
+                     f"the paper's recipe {_gamma_text(paper_recipe)}, the code's whole recipe {_gamma_text(whole)})")
     out = [f"Under the code's rule (seed {cr.ABLATION_SEED}), {cr.RULE_ABLATION} gives " + "; ".join(parts) + "."]
-    gaps = {name: float(np.sum(np.abs(table[f"Γ, {name}"] - table["paper Γ (Table 3)"]))) for name in recipes}
+    # numpy's sum, not pandas' (which skips NaN): a recipe with a run missing has no distance
+    gaps = {name: float(np.abs(table[f"Γ, {name}"] - table["paper Γ (Table 3)"]).to_numpy().sum()) for name in recipes}
     if all(np.isfinite(v) for v in gaps.values()):
         best = min(gaps, key=gaps.get)
         out.append(f"Summed over the tasks, {best} is nearest Table 3 ({gaps[best]:.3f} away in all; "

@@ -296,10 +296,10 @@ def reading(runs: Sequence[RunResult]) -> str:
         f"seeds at {one['Pearson (%)']:.0f}% (Pearson, a_1..a_15), against {eq2['Pearson (%)']:.0f}% from μ 0.25.",
     ]
     layer = _row(stats, LAYER_LABEL)
+    together = layer is not None and layer["moved up, p"] < 0.05
+    way = "down" if layer is not None and layer["moved up (%)"] < 50 else "up"
     if layer is not None:
         pl = push[LAYER_LABEL]
-        together = layer["moved up, p"] < 0.05
-        way = "down" if layer["moved up (%)"] < 50 else "up"
         out.append(
             (f"**In the public code's layer, Eq. 2's weights are pushed {way} together.**" if together
              else "**In the public code's layer, Eq. 2's weights share no direction either.**")
@@ -320,7 +320,7 @@ def reading(runs: Sequence[RunResult]) -> str:
                    "layer, so the weights rise together."
                    + (" In the public code's layer, where the layer's own skip already carries xᵢ₋₁, Eq. 2's "
                       "residual path pushes the weights down together instead."
-                      if layer is not None and layer["moved up, p"] < 0.05 and layer["moved up (%)"] < 50 else ""))
+                      if together and way == "down" else ""))
     return "\n\n".join(out)
 
 
