@@ -57,7 +57,8 @@ def test_the_corners_are_judged_by_the_mixer_chapters_rules():
     text = crr.reading(long, recipe)
     code_line = next(line for line in text.splitlines() if line.startswith("* **The code's rule, the public"))
     assert "on 10 classes Γ ends at 0.428 (n=3), above its start of 0.25" in code_line
-    assert "larger on 10 classes than on 2, the paper's order (+0.102 ± 0.023)" in code_line  # Welch, std 0.01 each, df 4
+    # Welch: std 0.01 on each side, 3 seeds each, df 4
+    assert "larger on 10 classes than on 2, the paper's order (+0.102 ± 0.023)" in code_line
     assert "correlate at 100% on 10 classes and 100% on 2 classes" in code_line
     eq2_line = next(line for line in text.splitlines() if line.startswith("* **Eq. 2, the paper's"))
     assert "Γ ends at 0.247 (n=3), below its start of 0.25" in eq2_line  # three identical 0.247: no spread

@@ -310,7 +310,8 @@ def rule_ablation_reading(long_results: Sequence[RunResult], recipe_results: Seq
                      f"the paper's recipe {_gamma_text(paper_recipe)}, the code's whole recipe {_gamma_text(whole)})")
     out = [f"Under the code's rule (seed {cr.ABLATION_SEED}), {cr.RULE_ABLATION} gives " + "; ".join(parts) + "."]
     # numpy's sum, not pandas' (which skips NaN): a recipe with a run missing has no distance
-    gaps = {name: float(np.abs(table[f"Γ, {name}"] - table["paper Γ (Table 3)"]).to_numpy().sum()) for name in recipes}
+    paper = table["paper Γ (Table 3)"].to_numpy()
+    gaps = {name: float(np.abs(table[f"Γ, {name}"].to_numpy() - paper).sum()) for name in recipes}
     if all(np.isfinite(v) for v in gaps.values()):
         best = min(gaps, key=gaps.get)
         out.append(f"Summed over the tasks, {best} is nearest Table 3 ({gaps[best]:.3f} away in all; "
